@@ -1,0 +1,46 @@
+# Compile options shared by every borgcheck target, applied per target through
+# borgcheck_target_defaults() so that sanitizer and warning flags never leak into
+# CMAKE_CXX_FLAGS.
+
+add_library(borgcheck_defaults INTERFACE)
+add_library(borgcheck::defaults ALIAS borgcheck_defaults)
+target_compile_options(borgcheck_defaults INTERFACE -Wall -Wextra)
+target_compile_features(borgcheck_defaults INTERFACE cxx_std_20)
+if(BORGCHECK_SANITIZE)
+  target_compile_options(borgcheck_defaults INTERFACE -fsanitize=${BORGCHECK_SANITIZE}
+                         -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(borgcheck_defaults INTERFACE -fsanitize=${BORGCHECK_SANITIZE})
+endif()
+if(BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH)
+  if(CMAKE_BUILD_TYPE STREQUAL "Release")
+    message(FATAL_ERROR "BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH must never be set in a Release build")
+  endif()
+  target_compile_definitions(borgcheck_defaults INTERFACE BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH=1)
+endif()
+
+# borgcheck_library(NAME ALIAS sources...): one static library per folder.
+function(borgcheck_library name alias)
+  add_library(${name} STATIC ${ARGN})
+  add_library(${alias} ALIAS ${name})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_link_libraries(${name} PUBLIC borgcheck::defaults)
+endfunction()
+
+# borgcheck_test(NAME sources... LIBS libs...): a Catch2 test binary registered with CTest.
+function(borgcheck_test name)
+  cmake_parse_arguments(T "" "" "SOURCES;LIBS;LABELS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_LIBS} borgcheck_catch_main Catch2::Catch2 borgcheck::defaults)
+  target_compile_definitions(${name} PRIVATE
+    BORGCHECK_SHARED_DIR="${BORGCHECK_SHARED_DIR}"
+    BORGCHECK_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+  set(labels unit)
+  if(T_LABELS)
+    set(labels ${T_LABELS})
+  endif()
+  catch_discover_tests(${name} PROPERTIES LABELS "${labels}"
+                       ENVIRONMENT "BORGCHECK_SHARED_DIR=${BORGCHECK_SHARED_DIR}")
+endfunction()
+
+get_filename_component(_shared "${PROJECT_SOURCE_DIR}/../shared" ABSOLUTE)
+set(BORGCHECK_SHARED_DIR "${_shared}" CACHE PATH "The shared/ folder with spec and fixtures")
