@@ -7,6 +7,7 @@ pkg_check_modules(LZMA REQUIRED IMPORTED_TARGET liblzma)
 pkg_check_modules(B2 REQUIRED IMPORTED_TARGET libb2)
 pkg_check_modules(ARGON2 REQUIRED IMPORTED_TARGET libargon2)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 find_package(ZLIB REQUIRED)
 find_package(OpenSSL 3 REQUIRED)
 # msgpack-cxx is header-only; Debian's CMake config drags in Boost::boost, which we do not
