@@ -38,8 +38,18 @@ function(borgcheck_test name)
   if(T_LABELS)
     set(labels ${T_LABELS})
   endif()
-  catch_discover_tests(${name} PROPERTIES LABELS "${labels}"
-                       ENVIRONMENT "BORGCHECK_SHARED_DIR=${BORGCHECK_SHARED_DIR}")
+  # Catch2 v2's discovery flattens PROPERTIES into one list, so a multi-label value would
+  # arrive broken; set labels and environment on the discovered tests from an include file
+  # that runs after Catch has defined <name>_TESTS.
+  catch_discover_tests(${name} TEST_LIST ${name}_TESTS)
+  string(REPLACE ";" "\\;" labels_escaped "${labels}")
+  file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake"
+       "if(DEFINED ${name}_TESTS)\n"
+       "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${labels_escaped}\"\n"
+       "    ENVIRONMENT \"BORGCHECK_SHARED_DIR=${BORGCHECK_SHARED_DIR}\")\n"
+       "endif()\n")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES
+               "${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake")
 endfunction()
 
 get_filename_component(_shared "${PROJECT_SOURCE_DIR}/../shared" ABSOLUTE)
