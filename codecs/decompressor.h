@@ -36,11 +36,16 @@ inline constexpr size_t kBorgMaxDataSize = 20971479;
 struct DecodeResult {
   bool ok = false;
   CodecId codec = CodecId::kUnknown;        // outermost codec found (kObfuscate for 04 00)
-  CodecId inner_codec = CodecId::kUnknown;  // for obfuscate: the wrapped codec; else == codec
+  // For obfuscate: the wrapped codec (the innermost one if obfuscation is nested); else == codec.
+  CodecId inner_codec = CodecId::kUnknown;
   // Obfuscate only: the padding after the inner payload was not all zero bytes. borg always
   // writes zeros, and in the unencrypted modes nothing else covers them (spec §6.5).
   bool nonzero_padding = false;
-  std::string error;  // when !ok: what failed, e.g. "lz4 decompress failed", "output exceeds 20971479 bytes"
+  // When !ok: what failed, in borg's wording where borg has one, e.g. "lz4 decompress failed",
+  // "Error -3 while decompressing data: incorrect data check" (zlib), "zstd decompress failed:
+  // <zstd error name>", "decompressed size exceeds limit of 20971479 bytes", "trailing data
+  // after zstd stream", "No decompressor for this data found" (codec kUnknown).
+  std::string error;
 };
 
 class CodecBackend;
@@ -58,13 +63,17 @@ class Decompressor {
   DecodeResult DecodeBorg1(Bytes payload, ByteBuffer& out);
 
   // Decodes a body with a codec known from elsewhere (borg 2 metadata). expected_size, when
-  // given, must match the decoded size exactly (and bounds the output).
+  // given, must match the decoded size exactly (and bounds the output); one above max_output
+  // fails before anything is allocated. kObfuscate and kUnknown are not raw codecs and fail.
   DecodeResult DecodeRaw(CodecId codec, Bytes body, std::optional<size_t> expected_size,
                          ByteBuffer& out);
 
   // Test-only seam (tests/concurrency): makes this decompressor use a process-wide shared
   // scratch buffer for LZ4, reproducing borg's LZ4.decompress() bug so the TSan/concurrency
-  // gate can prove it would catch it. Never called outside tests.
+  // gate can prove it would catch it. Never called outside tests. Off by default. While on,
+  // every LZ4 decode goes through ONE static buffer of kBorgMaxDataSize bytes shared by all
+  // Decompressors, with no locking (deliberately racy), and the LZ4 output cap is at most
+  // kBorgMaxDataSize. Requires external synchronisation with this Decompressor's decodes.
   void TEST_UseSharedLz4Scratch(bool on);
 
   size_t max_output() const { return max_output_; }
