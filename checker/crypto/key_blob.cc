@@ -1,0 +1,344 @@
+// Decrypting borg 1.x key blobs (spec borg1-format.md §4.1).
+//
+// Outline of DecryptKeyBlob:
+//   1. base64 -> outer msgpack map; check version, algorithm, and the size of every field
+//      before any of it is used (a damaged config must not drive PBKDF2 or AES).
+//   2. KEK = PBKDF2-HMAC-SHA256(passphrase, salt, iterations, 32).
+//   3. inner = AES-256-CTR(KEK, counter 00*16)(data); HMAC-SHA256(KEK, inner) == hash, compared
+//      in constant time. A mismatch is a wrong passphrase or a damaged blob: both look alike.
+//   4. inner msgpack map -> KeyMaterial, every field's type and length checked.
+// The KEK and the decrypted inner map live only in SecureBytes, wiped on every exit path.
+#include "checker/crypto/key_blob.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <msgpack.hpp>
+
+namespace borgcheck::crypto {
+namespace {
+
+constexpr std::string_view kKeyFileHeader = "BORG_KEY ";
+constexpr size_t kRepoIdHexLen = 64;
+// borg 1.x writes 100000; anything far outside this range is damage, not a stronger key, and
+// would otherwise make us spin in PBKDF2 for hours.
+constexpr uint64_t kMaxIterations = 100'000'000;
+// The inner map is ~220 bytes (HMAC modes) or ~410 (BLAKE2b modes); this bound only keeps a
+// damaged length from making us decrypt megabytes.
+constexpr size_t kMaxInnerSize = 1 << 20;
+constexpr size_t kMsgpackMaxDepth = 32;
+
+Status Corrupt(std::string msg) { return Status(StatusCode::kCorruptMetadata, std::move(msg)); }
+Status Unsupported(std::string msg) { return Status(StatusCode::kUnsupported, std::move(msg)); }
+
+bool IsSpace(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
+bool IsBase64Alphabet(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '+' ||
+         c == '/';
+}
+
+// msgpack byte strings are referenced in place, never copied into msgpack's zone: for the inner
+// map the strings are key material, and a copy in the zone would escape our wipe.
+bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
+
+// Unpacks exactly one msgpack object spanning all of `buf` (borg uses unpackb, which rejects
+// extra data). Limits are sized by the input, so a forged length prefix cannot make msgpack
+// allocate more than the input could describe. `buf` must outlive `out`.
+bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
+  try {
+    const size_t n = buf.size();
+    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
+    size_t off = 0;
+    bool referenced = false;
+    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, referenced,
+                          &ReferenceAll, nullptr, limit);
+    if (off != n) {
+      error = "extra bytes after the msgpack value";
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
+    error = e.what();
+    return false;
+  }
+}
+
+// Map lookup by a raw (str or bin) key. The last match wins, as in the Python dict borg builds.
+const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
+  const msgpack::object* found = nullptr;
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const msgpack::object& k = map.via.map.ptr[i].key;
+    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
+        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
+      found = &map.via.map.ptr[i].val;
+    }
+  }
+  return found;
+}
+
+// borg 1.x packs byte strings as msgpack str (raw); bin is accepted too.
+bool AsRaw(const msgpack::object* o, Bytes& out) {
+  if (o == nullptr) return false;
+  if (o->type == msgpack::type::STR) {
+    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.str.ptr), o->via.str.size);
+    return true;
+  }
+  if (o->type == msgpack::type::BIN) {
+    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.bin.ptr), o->via.bin.size);
+    return true;
+  }
+  return false;
+}
+
+// Non-negative integers only; a negative value is reported as `negative`.
+bool AsUint(const msgpack::object* o, uint64_t& out, bool& negative) {
+  negative = false;
+  if (o == nullptr) return false;
+  if (o->type == msgpack::type::POSITIVE_INTEGER) {
+    out = o->via.u64;
+    return true;
+  }
+  if (o->type == msgpack::type::NEGATIVE_INTEGER) {
+    negative = true;
+    return true;
+  }
+  return false;
+}
+
+// A field name or value for a message: printable ASCII only, shortened. Never used for keys.
+std::string Printable(Bytes b) {
+  std::string s;
+  for (size_t i = 0; i < b.size() && i < 32; ++i) {
+    char c = static_cast<char>(b[i]);
+    s.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  }
+  if (b.size() > 32) s += "...";
+  return s;
+}
+
+Status CheckVersion(const msgpack::object& map, const char* what) {
+  uint64_t version = 0;
+  bool negative = false;
+  if (!AsUint(Find(map, "version"), version, negative)) {
+    return Corrupt(std::string(what) + ": `version` is missing or not an integer");
+  }
+  if (negative || version != 1) {
+    return Unsupported(std::string(what) + ": version " +
+                       (negative ? std::string("<negative>") : std::to_string(version)) +
+                       " is not supported (borg 1.x writes version 1)");
+  }
+  return Status::Ok();
+}
+
+// Reads raw field `name` whose length must be one of `len_a` / `len_b` into `out`.
+Status ReadKeyField(const msgpack::object& map, const char* name, size_t len_a, size_t len_b,
+                    SecureBytes& out) {
+  Bytes b;
+  if (!AsRaw(Find(map, name), b)) {
+    return Corrupt(std::string("decrypted key: `") + name + "` is missing or not a byte string");
+  }
+  if (b.size() != len_a && b.size() != len_b) {
+    return Corrupt(std::string("decrypted key: `") + name + "` has " + std::to_string(b.size()) +
+                   " bytes, expected " + std::to_string(len_a) +
+                   (len_b != len_a ? " or " + std::to_string(len_b) : std::string()));
+  }
+  out = SecureBytes(b);
+  return Status::Ok();
+}
+
+// AES-256-CTR with the initial counter block 00*16, as borg uses for the key blob.
+bool AesCtrZeroIv(Bytes key, Bytes in, uint8_t* out) {
+  std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)> ctx(EVP_CIPHER_CTX_new(),
+                                                                      &EVP_CIPHER_CTX_free);
+  EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, "AES-256-CTR", nullptr);
+  const uint8_t iv[16] = {};
+  int outl = 0;
+  bool ok = ctx && cipher && in.size() <= INT_MAX &&
+            EVP_DecryptInit_ex(ctx.get(), cipher, nullptr, key.data(), iv) == 1 &&
+            EVP_DecryptUpdate(ctx.get(), out, &outl, in.data(), static_cast<int>(in.size())) == 1 &&
+            static_cast<size_t>(outl) == in.size();
+  EVP_CIPHER_free(cipher);
+  return ok;
+}
+
+Result<KeyMaterial> ParseInner(Bytes plain) {
+  msgpack::object_handle oh;
+  std::string err;
+  if (!UnpackWhole(plain, oh, err)) {
+    return Corrupt("decrypted key is not valid msgpack (" + err + ")");
+  }
+  const msgpack::object& inner = oh.get();
+  if (inner.type != msgpack::type::MAP) return Corrupt("decrypted key is not a msgpack map");
+  if (Status s = CheckVersion(inner, "decrypted key"); !s.ok()) return s;
+
+  KeyMaterial km;
+  SecureBytes repo_id;
+  for (Status s : {ReadKeyField(inner, "repository_id", 32, 32, repo_id),
+                   ReadKeyField(inner, "enc_key", 32, 32, km.enc_key),
+                   ReadKeyField(inner, "enc_hmac_key", 32, 128, km.enc_hmac_key),
+                   ReadKeyField(inner, "id_key", 32, 128, km.id_key)}) {
+    if (!s.ok()) return s;
+  }
+  km.repository_id.assign(reinterpret_cast<const char*>(repo_id.data()), repo_id.size());
+
+  // chunk_seed only matters to the chunker; check its type, keep nothing.
+  if (const msgpack::object* seed = Find(inner, "chunk_seed");
+      seed != nullptr && seed->type != msgpack::type::POSITIVE_INTEGER &&
+      seed->type != msgpack::type::NEGATIVE_INTEGER) {
+    return Corrupt("decrypted key: `chunk_seed` is not an integer");
+  }
+  // Keys older than borg 1.0.9 have no tam_required; borg then treats it as false.
+  if (const msgpack::object* tam = Find(inner, "tam_required"); tam != nullptr) {
+    if (tam->type != msgpack::type::BOOLEAN) {
+      return Corrupt("decrypted key: `tam_required` is not a boolean");
+    }
+    km.tam_required = tam->via.boolean;
+  }
+  return km;
+}
+
+}  // namespace
+
+bool Base64Decode(std::string_view text, std::string& out) {
+  std::string clean;
+  clean.reserve(text.size());
+  for (char c : text) {
+    if (IsSpace(c)) continue;
+    if (!IsBase64Alphabet(c) && c != '=') return false;
+    clean.push_back(c);
+  }
+  out.clear();
+  if (clean.empty()) return true;
+  if (clean.size() % 4 != 0 || clean.size() > INT_MAX) return false;
+  // '=' may only pad the last quantum, once or twice.
+  size_t pad = 0;
+  if (clean.back() == '=') pad = clean[clean.size() - 2] == '=' ? 2 : 1;
+  if (clean.find('=') < clean.size() - pad) return false;
+  // EVP_DecodeBlock decodes whole quanta and counts padding as data: decode the padding as
+  // zero bits ('A') and drop the bytes it produced.
+  for (size_t i = clean.size() - pad; i < clean.size(); ++i) clean[i] = 'A';
+  out.resize(clean.size() / 4 * 3);
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                          reinterpret_cast<const unsigned char*>(clean.data()),
+                          static_cast<int>(clean.size()));
+  if (n < 0 || static_cast<size_t>(n) != out.size()) {
+    out.clear();
+    return false;
+  }
+  out.resize(out.size() - pad);
+  return true;
+}
+
+Result<KeyFileContents> ParseKeyFile(std::string_view text) {
+  // The sanity checks of borg 1.4: at least two lines, a header line of `BORG_KEY ` plus the
+  // 64-char repository id, and a body that decodes to at least 20 bytes.
+  size_t eol = text.find('\n');
+  if (eol == std::string_view::npos) return Corrupt("key file has fewer than 2 lines");
+  std::string_view header = text.substr(0, eol);
+  while (!header.empty() && IsSpace(header.back())) header.remove_suffix(1);
+  if (header.substr(0, kKeyFileHeader.size()) != kKeyFileHeader) {
+    return Corrupt("key file does not start with `BORG_KEY `");
+  }
+  if (header.size() != kKeyFileHeader.size() + kRepoIdHexLen) {
+    return Corrupt("key file header line has the wrong length");
+  }
+  KeyFileContents kf;
+  for (char c : header.substr(kKeyFileHeader.size())) {
+    if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+      return Corrupt("key file header: repository id is not hex");
+    }
+    kf.repository_id_hex.push_back(c);
+  }
+  for (char c : text.substr(eol + 1)) {
+    if (!IsSpace(c)) kf.base64.push_back(c);
+  }
+  std::string decoded;
+  if (!Base64Decode(kf.base64, decoded)) return Corrupt("key file body is not valid base64");
+  if (decoded.size() < 20) return Corrupt("key file body is too short to be a key");
+  return kf;
+}
+
+Result<KeyMaterial> DecryptKeyBlob(std::string_view base64_text, std::string_view passphrase) {
+  // 1. Outer structure.
+  std::string raw;
+  if (!Base64Decode(base64_text, raw)) return Corrupt("key blob is not valid base64");
+  msgpack::object_handle oh;
+  std::string err;
+  if (!UnpackWhole(AsBytes(raw), oh, err)) {
+    return Corrupt("key blob is not valid msgpack (" + err + ")");
+  }
+  const msgpack::object& outer = oh.get();
+  if (outer.type != msgpack::type::MAP) return Corrupt("key blob is not a msgpack map");
+  if (Status s = CheckVersion(outer, "key blob"); !s.ok()) return s;
+
+  Bytes algorithm;
+  if (!AsRaw(Find(outer, "algorithm"), algorithm)) {
+    return Corrupt("key blob: `algorithm` is missing or not a string");
+  }
+  if (std::string_view(reinterpret_cast<const char*>(algorithm.data()), algorithm.size()) !=
+      "sha256") {
+    return Unsupported("key blob: algorithm '" + Printable(algorithm) +
+                       "' is not supported (borg 1.x only writes 'sha256')");
+  }
+  uint64_t iterations = 0;
+  bool negative = false;
+  if (!AsUint(Find(outer, "iterations"), iterations, negative) || negative || iterations < 1 ||
+      iterations > kMaxIterations) {
+    return Corrupt("key blob: `iterations` is missing or out of range (1.." +
+                   std::to_string(kMaxIterations) + ")");
+  }
+  Bytes salt, hash, data;
+  if (!AsRaw(Find(outer, "salt"), salt) || salt.size() != 32) {
+    return Corrupt("key blob: `salt` is missing or not 32 bytes");
+  }
+  if (!AsRaw(Find(outer, "hash"), hash) || hash.size() != 32) {
+    return Corrupt("key blob: `hash` is missing or not 32 bytes");
+  }
+  if (!AsRaw(Find(outer, "data"), data) || data.empty() || data.size() > kMaxInnerSize) {
+    return Corrupt("key blob: `data` is missing, empty or implausibly large");
+  }
+
+  if (passphrase.size() > INT_MAX) {
+    return Status(StatusCode::kInvalidArgument, "passphrase is too long");
+  }
+
+  // 2. Key-encryption key.
+  SecureBytes kek(32);
+  if (PKCS5_PBKDF2_HMAC(passphrase.data(), static_cast<int>(passphrase.size()), salt.data(),
+                        static_cast<int>(salt.size()), static_cast<int>(iterations), EVP_sha256(),
+                        static_cast<int>(kek.size()), kek.data()) != 1) {
+    return Status(StatusCode::kInternal, "PBKDF2 failed in OpenSSL");
+  }
+
+  // 3. Decrypt and authenticate the inner map.
+  SecureBytes plain(data.size());
+  if (!AesCtrZeroIv(kek.view(), data, plain.data())) {
+    return Status(StatusCode::kInternal, "AES-256-CTR failed in OpenSSL");
+  }
+  uint8_t mac[32];
+  size_t mac_len = 0;
+  if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, kek.data(), kek.size(), plain.data(),
+                plain.size(), mac, sizeof(mac), &mac_len) == nullptr ||
+      mac_len != sizeof(mac)) {
+    return Status(StatusCode::kInternal, "HMAC-SHA256 failed in OpenSSL");
+  }
+  const bool authentic = CRYPTO_memcmp(mac, hash.data(), sizeof(mac)) == 0;
+  OPENSSL_cleanse(mac, sizeof(mac));
+  if (!authentic) {
+    return Status(StatusCode::kWrongPassphrase,
+                  "key blob did not authenticate: wrong passphrase, or a damaged key blob "
+                  "(the two cannot be told apart)");
+  }
+
+  // 4. Inner structure.
+  return ParseInner(plain.view());
+}
+
+}  // namespace borgcheck::crypto

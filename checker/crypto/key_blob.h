@@ -38,6 +38,8 @@ struct KeyFileContents {
   std::string repository_id_hex;  // lowercase, 64 chars
   std::string base64;             // all following lines joined, whitespace removed
 };
+// kCorruptMetadata unless it passes borg 1.4's sanity checks: >= 2 lines, a header of exactly
+// `BORG_KEY ` + 64 hex chars, a body that is base64 of >= 20 bytes.
 Result<KeyFileContents> ParseKeyFile(std::string_view text);
 
 // Base64 decode ignoring whitespace; false on any other non-alphabet byte.

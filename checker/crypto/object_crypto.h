@@ -18,6 +18,7 @@
 #include <string>
 
 #include "checker/base/bytes.h"
+#include "checker/base/status.h"
 #include "checker/crypto/key_blob.h"
 #include "checker/crypto/key_mode.h"
 
@@ -34,9 +35,18 @@ struct OpenResult {
   std::string message;  // borg's words: "MAC Authentication failed", "Invalid encryption envelope"
 };
 
+// Checks that `key` has the keys `mode` uses, with their lengths: enc_key 32 and enc_hmac_key
+// 32 (HMAC) / 128 (BLAKE2b) for the AES modes, id_key 32 / 128 for every keyed mode. Mode none
+// needs no key (key may be null). kInvalidArgument for a missing key, kCorruptMetadata for a
+// key that does not fit the mode. A KeyMaterial from DecryptKeyBlob can still fail this when
+// the repository's TYPE byte names another mode than the key was made for.
+Status ValidateKeyMaterial(KeyMode mode, const KeyMaterial* key);
+
 class ObjectOpener {
  public:
-  // key may be null only for KeyMode::kNone.
+  // key may be null only for KeyMode::kNone. Construction does not fail by exception: check
+  // status() once afterwards (it is ValidateKeyMaterial's verdict, or kInternal if OpenSSL
+  // could not make a context). Open() on a failed opener returns kBadEnvelope, "internal error".
   ObjectOpener(KeyMode mode, const KeyMaterial* key);
   ~ObjectOpener();
   ObjectOpener(const ObjectOpener&) = delete;
@@ -45,7 +55,10 @@ class ObjectOpener {
   // Checks the envelope of stored object `obj` and yields its compressed payload C in
   // `payload`: for the AES modes decrypted into `scratch` (payload then views scratch); for
   // the unencrypted modes a view into obj. The MAC is checked before decrypting.
+  // Requires external synchronisation (one opener per worker).
   OpenResult Open(Bytes obj, ByteBuffer& scratch, Bytes& payload);
+
+  const Status& status() const;
 
  private:
   struct Impl;
@@ -54,18 +67,24 @@ class ObjectOpener {
 
 class IdHasher {
  public:
+  // Same construction contract as ObjectOpener: check status() once; a failed hasher writes
+  // 32 zero bytes, which no real id equals by chance.
   IdHasher(KeyMode mode, const KeyMaterial* key);
   ~IdHasher();
   IdHasher(const IdHasher&) = delete;
   IdHasher& operator=(const IdHasher&) = delete;
 
+  // Requires external synchronisation (one hasher per worker).
   void Compute(Bytes plaintext, uint8_t out[32]);
+
+  const Status& status() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
 
+// Constant-time in the contents; different lengths compare unequal at once (lengths are public).
 bool ConstantTimeEqual(Bytes a, Bytes b);
 
 }  // namespace borgcheck::crypto

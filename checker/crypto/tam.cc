@@ -1,0 +1,160 @@
+// Manifest TAM verification (spec borg1-format.md §6.4).
+//
+//   1. Parse the manifest msgpack; find the `tam` map and check type, salt and hmac.
+//   2. Locate the stored hmac bytes in the plaintext. msgpack-cxx is told to reference byte
+//      strings in place, so the hmac value's pointer *is* its position in the plaintext: no
+//      re-encoding, no guessing. borg itself finds the position with data.index(hmac) (the first
+//      occurrence); we also require that the 64 bytes occur nowhere else, so our verdict cannot
+//      differ from borg's.
+//   3. Zero those 64 bytes in a copy, derive the key, compare HMAC-SHA512 in constant time.
+#include "checker/crypto/tam.h"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/kdf.h>
+#include <openssl/params.h>
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <msgpack.hpp>
+#include <vector>
+
+#include "checker/base/secure_bytes.h"
+
+namespace borgcheck::crypto {
+namespace {
+
+constexpr std::string_view kTamType = "HKDF_HMAC_SHA512";
+constexpr std::string_view kManifestInfo = "borg-metadata-authentication-manifest";
+constexpr std::string_view kManifestContext = "manifest";
+constexpr size_t kTamFieldSize = 64;
+constexpr size_t kMsgpackMaxDepth = 64;
+
+bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
+
+const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
+  const msgpack::object* found = nullptr;  // last match wins, as in borg's Python dict
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const msgpack::object& k = map.via.map.ptr[i].key;
+    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
+        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
+      found = &map.via.map.ptr[i].val;
+    }
+  }
+  return found;
+}
+
+bool AsRaw(const msgpack::object* o, Bytes& out) {
+  if (o == nullptr) return false;
+  if (o->type == msgpack::type::STR) {
+    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.str.ptr), o->via.str.size);
+    return true;
+  }
+  if (o->type == msgpack::type::BIN) {
+    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.bin.ptr), o->via.bin.size);
+    return true;
+  }
+  return false;
+}
+
+TamResult Malformed(std::string msg) { return {TamOutcome::kMalformed, std::move(msg)}; }
+
+// RFC 5869 HKDF-SHA512, one 64-byte block.
+bool HkdfSha512(Bytes ikm, Bytes salt, std::string_view info, uint8_t out[64]) {
+  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
+  EVP_KDF_CTX* ctx = kdf ? EVP_KDF_CTX_new(kdf) : nullptr;
+  OSSL_PARAM params[] = {
+      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>("SHA512"), 0),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(ikm.data()),
+                                        ikm.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt.data()),
+                                        salt.size()),
+      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()),
+                                        info.size()),
+      OSSL_PARAM_construct_end()};
+  const bool ok = ctx != nullptr && EVP_KDF_derive(ctx, out, 64, params) == 1;
+  EVP_KDF_CTX_free(ctx);
+  EVP_KDF_free(kdf);
+  return ok;
+}
+
+}  // namespace
+
+TamResult VerifyManifestTam(Bytes manifest_plaintext, KeyMode mode, const KeyMaterial* key) {
+  // 1. Parse. Trailing bytes after the map are ignored, as borg's Unpacker does; the HMAC
+  //    covers them anyway.
+  msgpack::object_handle oh;
+  try {
+    const size_t n = manifest_plaintext.size();
+    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
+    size_t off = 0;
+    bool referenced = false;
+    oh = msgpack::unpack(reinterpret_cast<const char*>(manifest_plaintext.data()), n, off,
+                         referenced, &ReferenceAll, nullptr, limit);
+  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
+    return Malformed(std::string("manifest is not valid msgpack (") + e.what() + ")");
+  }
+  const msgpack::object& manifest = oh.get();
+  if (manifest.type != msgpack::type::MAP) return Malformed("manifest is not a msgpack map");
+  const msgpack::object* tam = Find(manifest, "tam");
+  if (tam == nullptr) return {TamOutcome::kAbsent, "manifest has no TAM"};
+  if (tam->type != msgpack::type::MAP) return Malformed("manifest TAM is not a map");
+  Bytes type, salt, hmac;
+  if (!AsRaw(Find(*tam, "type"), type)) return Malformed("manifest TAM has no type");
+  if (std::string_view(reinterpret_cast<const char*>(type.data()), type.size()) != kTamType) {
+    return Malformed("manifest TAM type is not HKDF_HMAC_SHA512");
+  }
+  if (!AsRaw(Find(*tam, "salt"), salt) || salt.size() != kTamFieldSize) {
+    return Malformed("manifest TAM salt is missing or not 64 bytes");
+  }
+  if (!AsRaw(Find(*tam, "hmac"), hmac) || hmac.size() != kTamFieldSize) {
+    return Malformed("manifest TAM hmac is missing or not 64 bytes");
+  }
+
+  // 2. Where the hmac sits in the plaintext (see the outline above).
+  const uint8_t* begin = manifest_plaintext.data();
+  const uint8_t* end = begin + manifest_plaintext.size();
+  if (hmac.data() < begin || hmac.data() + kTamFieldSize > end) {
+    return Malformed("manifest TAM hmac does not lie in the manifest bytes");  // cannot happen
+  }
+  const size_t offset = static_cast<size_t>(hmac.data() - begin);
+  const uint8_t* first = std::search(begin, end, hmac.begin(), hmac.end());
+  const uint8_t* again = std::search(begin + offset + 1, end, hmac.begin(), hmac.end());
+  if (first != hmac.data() || again != end) {
+    return Malformed("manifest TAM hmac bytes occur more than once in the manifest");
+  }
+
+  // 3. Key, zeroed copy, HMAC-SHA512.
+  SecureBytes tam_key;
+  if (!NeedsKey(mode)) {
+    // Mode none has no secret: borg uses salt || "manifest" as the key.
+    tam_key = SecureBytes(salt);
+    tam_key.Append(AsBytes(kManifestContext));
+  } else {
+    if (key == nullptr) return Malformed("internal error: no key given for a keyed mode");
+    SecureBytes ikm(key->id_key.view());
+    ikm.Append(key->enc_key.view());
+    ikm.Append(key->enc_hmac_key.view());
+    tam_key = SecureBytes(size_t{64});
+    if (!HkdfSha512(ikm.view(), salt, kManifestInfo, tam_key.data())) {
+      return Malformed("internal error: HKDF-SHA512 failed in OpenSSL");
+    }
+  }
+  std::vector<uint8_t> zeroed(begin, end);
+  std::memset(zeroed.data() + offset, 0, kTamFieldSize);
+  uint8_t mac[64];
+  size_t mac_len = 0;
+  if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA512", nullptr, tam_key.data(), tam_key.size(),
+                zeroed.data(), zeroed.size(), mac, sizeof(mac), &mac_len) == nullptr ||
+      mac_len != sizeof(mac)) {
+    return Malformed("internal error: HMAC-SHA512 failed in OpenSSL");
+  }
+  if (CRYPTO_memcmp(mac, hmac.data(), sizeof(mac)) != 0) {
+    return {TamOutcome::kMismatch, "Manifest authentication did not verify"};
+  }
+  return {TamOutcome::kVerified, ""};
+}
+
+}  // namespace borgcheck::crypto
