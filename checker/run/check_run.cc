@@ -32,6 +32,8 @@
 #include "checker/repo/repository.h"
 #include "checker/repo/segment_entry.h"
 #include "checker/repo/segment_format.h"
+#include "checker/repo/format_detect.h"
+#include "checker/run/borg2_checks.h"
 #include "checker/run/byte_budget.h"
 #include "checker/run/key_loader.h"
 #include "checker/run/object_verifier.h"
@@ -686,8 +688,32 @@ CheckOutcome Checker::Run() {
 void RequestStopFromSignal(int signo) { g_stop_signal.store(signo); }
 
 CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progress) {
-  Checker c(options, progress);
-  return c.Run();
+  Result<repo::DetectedFormat> format = repo::DetectFormat(options.repository);
+  if (!format.ok()) {
+    CheckOutcome out;
+    out.summary.repository = options.repository;
+    out.status = format.status();
+    return out;
+  }
+  switch (format->format) {
+    case repo::RepoFormat::kBorg1: {
+      Checker c(options, progress);
+      return c.Run();
+    }
+    case repo::RepoFormat::kBorg2Segments:
+      return RunBorg2SegmentsCheck(options, progress);
+    case repo::RepoFormat::kBorgstoreV4:
+      return RunBorgstoreV4Check(options, progress);
+    case repo::RepoFormat::kBorgstoreV3:
+      break;
+  }
+  CheckOutcome out;
+  out.summary.repository = options.repository;
+  out.status = Status(StatusCode::kUnsupported,
+                      "unsupported repository version 3 at " + options.repository +
+                          " (borg 2.0.0b10..b21, one file per object): not supported; borg 2 "
+                          "master (version 4) and 2.0.0b5-era (version 2) repositories are");
+  return out;
 }
 
 }  // namespace borgcheck::run
