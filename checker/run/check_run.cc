@@ -80,9 +80,10 @@ struct Block {
   }
 };
 
-// One entry to check. Written by the reader, read by one worker.
+// One live entry to verify. Written by the reader, read by one worker. (Dead entries are
+// CRC-checked by the reader itself, which must know at once whether its walk is in sync.)
 struct Item {
-  const repo::LiveObject* live = nullptr;  // null: a dead (superseded or deleted) PUT, CRC only
+  const repo::LiveObject* live = nullptr;  // the live object this entry holds (never null)
   uint32_t offset = 0;                     // entry offset in the segment
   uint32_t size = 0;                       // entry size
   size_t pos = 0;                          // entry start within block->data
@@ -215,19 +216,7 @@ void Checker::VerifyBatch(const Batch& b, size_t worker) {
   for (const Item& it : b.items) {
     if (Stopping()) return;
     Bytes entry(b.block->data.data() + it.pos, it.size);
-    const uint8_t* id = it.live ? it.live->id.data() : entry.data() + repo::kHeaderSizeNoKey;
-    if (!it.live) {
-      // A superseded or deleted PUT: no live data depends on it; its CRC is still checked.
-      if (!repo::EntryCrcMatches(entry)) {
-        ChunkId cid;
-        std::memcpy(cid.data(), id, 32);
-        sink_.Add(MakeFinding(Severity::kWarning, Stage::kEntryCrc,
-                              "Segment entry checksum mismatch in a superseded or deleted entry "
-                              "(no live data affected)",
-                              b.block->segment, it.offset, &cid));
-      }
-      continue;
-    }
+    const uint8_t* id = it.live->id.data();
     std::optional<VerifyFailure> fail = ws.verifier->Verify(entry, id);
     if (!fail) {
       ws.objects_verified++;
@@ -396,7 +385,24 @@ void Checker::ReadSegment(const repo::SegmentFile& seg, size_t lo, size_t hi) {
     limit = std::min(limit, *plan_.commit_end_of_last_segment);
   }
   size_t cursor = lo;  // next live object of this segment the walk must meet
+  // CRC failures of entries no live object depends on, held until the walk reaches the next
+  // live object at its indexed offset. A damaged size field makes the walk read garbage as
+  // entries; if sync is then lost, only the first held failure (the genuinely damaged entry)
+  // is reported and the garbage after it is dropped.
+  std::vector<Finding> pending;
+  auto flush_pending = [&] {
+    for (Finding& f : pending) sink_.Add(std::move(f));
+    pending.clear();
+  };
+  auto keep_first_pending = [&] {
+    if (!pending.empty()) {
+      pending.front().message += "; the walk lost sync after this entry";
+      sink_.Add(std::move(pending.front()));
+    }
+    pending.clear();
+  };
   auto broken = [&](uint64_t at, Stage stage, const std::string& why) {
+    keep_first_pending();
     const ChunkId* id = (cursor < hi && plan_.live[cursor].offset == at) ? &plan_.live[cursor].id : nullptr;
     size_t remaining = hi - cursor - (id ? 1 : 0);
     sink_.Add(MakeFinding(Severity::kError, stage,
@@ -431,8 +437,17 @@ void Checker::ReadSegment(const repo::SegmentFile& seg, size_t lo, size_t hi) {
     block->budget = budget_.get();
     block->bytes_done = &bytes_done_;
     if (Status s = file.ReadAt(pos, len, block->data.data()); !s.ok()) {
+      // Not the data's fault yet: read the remaining objects one by one, so a bad sector
+      // spoils only the objects it holds.
       block->counts_progress = false;
-      broken(pos, Stage::kTruncated, "cannot read the segment: " + s.message());
+      keep_first_pending();
+      sink_.Add(MakeFinding(Severity::kWarning, Stage::kSegment,
+                            fmt::format("cannot read {} bytes from offset {} ({}); the remaining "
+                                        "live objects of this segment were read one by one",
+                                        len, pos, s.message()),
+                            seg.number, pos, nullptr));
+      ReadByIndex(seg, &file, cursor, hi);
+      bytes_done_.fetch_add(limit - pos, std::memory_order_relaxed);
       return;
     }
     Batch batch;
@@ -457,6 +472,7 @@ void Checker::ReadSegment(const repo::SegmentFile& seg, size_t lo, size_t hi) {
       }
       // Lost sync: the walk stepped over a live object's offset.
       if (cursor < hi && plan_.live[cursor].offset < abs) {
+        keep_first_pending();
         Submit(std::move(batch));
         block.reset();
         ReadByIndex(seg, &file, cursor, hi);
@@ -474,25 +490,31 @@ void Checker::ReadSegment(const repo::SegmentFile& seg, size_t lo, size_t hi) {
                               seg.number, abs, &plan_.live[cursor].id));
         objects_done_.fetch_add(1);
       }
-      NoteEntry(seg.number, abs, h, live_match);
-      if (h.tag == repo::kTagPut) {
-        batch.items.push_back({live_match ? &plan_.live[cursor] : nullptr, uint32_t(abs), h.size, size_t(p)});
+      if (live_match) {
+        // A live PUT at exactly the indexed offset: the walk is in sync up to here.
+        flush_pending();
+        NoteEntry(seg.number, abs, h, true);
+        batch.items.push_back({&plan_.live[cursor], uint32_t(abs), h.size, size_t(p)});
         batch.bytes += h.size;
-      } else if (!repo::EntryCrcMatches(Bytes(block->data.data() + p, h.size))) {
-        std::optional<ChunkId> id;
-        Finding f = MakeFinding(Severity::kWarning, Stage::kEntryCrc,
-                                fmt::format("Segment entry checksum mismatch in a {} entry",
-                                            h.tag == repo::kTagCommit ? "COMMIT" : "DELETE"),
+      } else if (repo::EntryCrcMatches(Bytes(block->data.data() + p, h.size))) {
+        NoteEntry(seg.number, abs, h, false);
+      } else {
+        // A superseded/deleted PUT, a DELETE or a COMMIT whose CRC fails. Held back until the
+        // walk proves it is still in sync (see flush_pending / keep_first_pending).
+        Finding f = MakeFinding(Severity::kError, Stage::kEntryCrc,
+                                h.tag == repo::kTagPut
+                                    ? "Segment entry checksum mismatch in a superseded or deleted "
+                                      "entry (no live data affected)"
+                                    : fmt::format("Segment entry checksum mismatch in a {} entry",
+                                                  h.tag == repo::kTagCommit ? "COMMIT" : "DELETE"),
                                 seg.number, abs, nullptr);
-        if (h.tag == repo::kTagDelete) {
-          f.severity = Severity::kError;  // a damaged DELETE makes the log ambiguous
+        if (h.tag == repo::kTagPut) f.severity = Severity::kWarning;
+        if (h.tag != repo::kTagCommit) {
           ChunkId cid;
           std::memcpy(cid.data(), h.key, 32);
           f.chunk_id = cid;
-        } else {
-          f.severity = Severity::kError;
         }
-        sink_.Add(std::move(f));
+        pending.push_back(std::move(f));
       }
       if (at_live) ++cursor;
       p += h.size;
@@ -512,6 +534,7 @@ void Checker::ReadSegment(const repo::SegmentFile& seg, size_t lo, size_t hi) {
     block.reset();
     pos += p;
   }
+  flush_pending();
   if (cursor < hi) {
     // Live objects beyond where the walk ended cleanly.
     ReadByIndex(seg, &file, cursor, hi);
@@ -640,6 +663,7 @@ CheckOutcome Checker::Run() {
     return out;
   }
   FinishIndexComparison();
+  bool manifest_tam_failed = false;  // the manifest passed its object checks but not its TAM
   if (opts_.verify_data) {
     std::lock_guard<std::mutex> lock(manifest_mu_);
     bool have_manifest = std::any_of(plan_.live.begin(), plan_.live.end(),
@@ -659,6 +683,7 @@ CheckOutcome Checker::Run() {
       bool bad = tam.outcome == crypto::TamOutcome::kMismatch || tam.outcome == crypto::TamOutcome::kMalformed ||
                  (tam.outcome == crypto::TamOutcome::kAbsent && key_ && key_->tam_required);
       if (bad) {
+        manifest_tam_failed = true;
         ChunkId zero{};
         sink_.Add(MakeFinding(Severity::kError, Stage::kAuthentication,
                               "manifest TAM: " + (tam.message.empty() ? std::string("no TAM although the key requires one") : tam.message),
@@ -671,6 +696,7 @@ CheckOutcome Checker::Run() {
     sum.stored_bytes += w.stored_bytes;
     sum.plaintext_bytes += w.plaintext_bytes;
   }
+  if (manifest_tam_failed && sum.objects_verified) sum.objects_verified--;
   workers_.clear();
   key_.reset();  // wipes the key material
   out.findings = sink_.Sorted();
