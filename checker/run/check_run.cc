@@ -202,6 +202,10 @@ Status Checker::LoadKeyForMode() {
   Result<crypto::KeyMaterial> key = LoadKey(plan_.path, config_, mode_);
   if (!key.ok()) return key.status();
   key_ = std::move(key).value();
+  if (Status s = crypto::ValidateKeyMaterial(mode_, &*key_); !s.ok()) {
+    return Status(StatusCode::kCorruptMetadata, "the repository key does not fit mode " +
+                                                    std::string(crypto::KeyModeName(mode_)) + ": " + s.message());
+  }
   return Status::Ok();
 }
 
@@ -610,6 +614,10 @@ CheckOutcome Checker::Run() {
   workers_.resize(threads);
   for (WorkerState& w : workers_) {
     w.verifier = std::make_unique<ObjectVerifier>(opts_.verify_data, mode_, key_ ? &*key_ : nullptr);
+  }
+  if (opts_.verify_data && !workers_.front().verifier->status().ok()) {
+    out.status = Status(StatusCode::kInternal, workers_.front().verifier->status().message());
+    return out;
   }
   pool_ = std::make_unique<pool::WorkStealingPool>(threads);
 

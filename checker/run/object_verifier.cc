@@ -16,6 +16,12 @@ ObjectVerifier::ObjectVerifier(bool verify_data, crypto::KeyMode mode, const cry
   }
 }
 
+Status ObjectVerifier::status() const {
+  if (!verify_data_) return Status::Ok();
+  if (!opener_->status().ok()) return opener_->status();
+  return hasher_->status();
+}
+
 std::optional<VerifyFailure> ObjectVerifier::Verify(Bytes entry, const uint8_t id[32]) {
   nonzero_padding_ = false;
   plain_.Clear();

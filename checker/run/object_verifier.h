@@ -13,6 +13,7 @@
 #include <string>
 
 #include "checker/base/bytes.h"
+#include "checker/base/status.h"
 #include "checker/crypto/key_blob.h"
 #include "checker/crypto/key_mode.h"
 #include "checker/crypto/object_crypto.h"
@@ -36,6 +37,9 @@ class ObjectVerifier {
   // first failure, or nullopt. On success plaintext() holds the decompressed object (verify
   // mode) and plaintext_size() its size.
   std::optional<VerifyFailure> Verify(Bytes entry, const uint8_t id[32]);
+
+  // Whether the crypto contexts were made (checked once after construction).
+  Status status() const;
 
   Bytes plaintext() const { return plain_.view(); }
   // Set when the last object passed but had non-zero obfuscation padding (reported separately).
