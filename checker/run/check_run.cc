@@ -721,6 +721,8 @@ CheckOutcome Checker::Run() {
 
 void RequestStopFromSignal(int signo) { g_stop_signal.store(signo); }
 
+int PendingStopSignal() { return g_stop_signal.load(); }
+
 CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progress) {
   Result<repo::DetectedFormat> format = repo::DetectFormat(options.repository);
   if (!format.ok()) {
@@ -732,7 +734,12 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
   switch (format->format) {
     case repo::RepoFormat::kBorg1: {
       Checker c(options, progress);
-      return c.Run();
+      CheckOutcome out = c.Run();
+      if (int sig = g_stop_signal.load(); sig && !out.stop_signal) {
+        out.stop_signal = sig;  // stopped while planning or waiting for a passphrase
+        out.status = Status(StatusCode::kInternal, fmt::format("stopped by signal {}", sig));
+      }
+      return out;
     }
     case repo::RepoFormat::kBorg2Segments:
       return RunBorg2SegmentsCheck(options, progress);

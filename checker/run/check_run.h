@@ -30,4 +30,8 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
 // Called from a signal handler: asks a running check to stop soon (async-signal-safe).
 void RequestStopFromSignal(int signo);
 
+// The signal that asked the run to stop, or 0. Blocking waits (passphrase reads) poll it
+// when a system call returns EINTR.
+int PendingStopSignal();
+
 }  // namespace borgcheck::run

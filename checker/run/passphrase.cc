@@ -1,5 +1,9 @@
 #include "checker/run/passphrase.h"
 
+#include <csignal>
+
+#include "checker/run/check_run.h"
+
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +26,7 @@ bool ReadAllFd(int fd, std::string& out) {
   char buf[4096];
   for (;;) {
     ssize_t r = ::read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR && PendingStopSignal()) return false;  // SIGINT/SIGTERM: give up
     if (r < 0 && errno == EINTR) continue;
     if (r < 0) return false;
     if (r == 0) break;
@@ -59,7 +64,10 @@ Result<std::string> RunPassCommand(const std::string& cmd) {
   bool ok = ReadAllFd(pipefd[0], out);
   ::close(pipefd[0]);
   int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+  if (!ok && PendingStopSignal()) ::kill(pid, SIGTERM);  // we are stopping: do not wait forever
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    if (PendingStopSignal()) ::kill(pid, SIGTERM);
+  }
   if (!ok || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     WipeString(out);
     return Status(StatusCode::kInvalidArgument,
@@ -154,7 +162,12 @@ std::optional<std::string> PromptPassphrase(const std::string& prompt) {
   (void)!::write(fd, prompt.data(), prompt.size());
   std::string line;
   char c;
-  while (::read(fd, &c, 1) == 1 && c != '\n') line.push_back(c);
+  for (;;) {
+    ssize_t r = ::read(fd, &c, 1);
+    if (r < 0 && errno == EINTR && !PendingStopSignal()) continue;
+    if (r != 1 || c == '\n') break;
+    line.push_back(c);
+  }
   if (have_t) ::tcsetattr(fd, TCSAFLUSH, &old_t);
   (void)!::write(fd, "\n", 1);
   ::close(fd);
