@@ -9,7 +9,7 @@ namespace borgcheck::run {
 using report::Stage;
 
 ObjectVerifier::ObjectVerifier(bool verify_data, crypto::KeyMode mode, const crypto::KeyMaterial* key)
-    : verify_data_(verify_data), mode_(mode) {
+    : verify_data_(verify_data) {
   if (verify_data_) {
     opener_ = std::make_unique<crypto::ObjectOpener>(mode, key);
     hasher_ = std::make_unique<crypto::IdHasher>(mode, key);

@@ -47,7 +47,6 @@ class ObjectVerifier {
 
  private:
   bool verify_data_;
-  crypto::KeyMode mode_;
   std::unique_ptr<crypto::ObjectOpener> opener_;
   std::unique_ptr<crypto::IdHasher> hasher_;
   codecs::Decompressor decompressor_;
