@@ -1,0 +1,499 @@
+// borg 2 key blobs, key types and id hashes (see borg2_key.h).
+//
+// Outline of DecryptBorg2KeyBlob:
+//   1. base64 -> outer msgpack map; version, algorithm and every field's size are checked before
+//      any of it drives a KDF (a damaged config must not make us allocate 4 TiB for argon2).
+//   2. KEK = Argon2 (libargon2) or PBKDF2-HMAC-SHA256 (OpenSSL).
+//   3. argon2: ChaCha20-Poly1305 with a zero nonce and no AAD, tag before the ciphertext;
+//      sha256: AES-256-CTR then HMAC-SHA256 over the plaintext. Failure = wrong passphrase.
+//   4. inner msgpack map -> Borg2KeyMaterial, every field's type and length checked.
+// The KEK and the decrypted inner map live only in SecureBytes, wiped on every exit path.
+#include "checker/crypto/borg2_key.h"
+
+#include <argon2.h>
+#include <blake2.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+#include <climits>
+#include <cstring>
+#include <exception>
+#include <msgpack.hpp>
+
+#include "checker/crypto/blake3.h"
+#include "checker/crypto/key_blob.h"
+
+namespace borgcheck::crypto {
+namespace {
+
+constexpr size_t kMaxBlobSize = 1 << 20;
+constexpr size_t kMsgpackMaxDepth = 32;
+constexpr uint64_t kMaxArgon2TimeCost = 1000;
+constexpr uint64_t kMaxArgon2MemoryKib = uint64_t(4) << 20;  // 4 GiB
+constexpr uint64_t kMaxArgon2Parallelism = 255;
+constexpr uint64_t kMaxPbkdf2Iterations = 100'000'000;
+constexpr size_t kArgon2TagSize = 16;
+
+Status Corrupt(std::string msg) { return Status(StatusCode::kCorruptMetadata, std::move(msg)); }
+Status Unsupported(std::string msg) { return Status(StatusCode::kUnsupported, std::move(msg)); }
+
+// Byte strings are referenced in place, never copied into msgpack's zone: in the inner map they
+// are key material, and a zone copy would escape our wipe.
+bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
+
+bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
+  try {
+    const size_t n = buf.size();
+    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
+    size_t off = 0;
+    bool referenced = false;
+    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, referenced,
+                          &ReferenceAll, nullptr, limit);
+    if (off != n) {
+      error = "extra bytes after the msgpack value";
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
+    error = e.what();
+    return false;
+  }
+}
+
+const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
+  const msgpack::object* found = nullptr;
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const msgpack::object& k = map.via.map.ptr[i].key;
+    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
+        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
+      found = &map.via.map.ptr[i].val;  // the last one wins, as in the Python dict
+    }
+  }
+  return found;
+}
+
+// borg 2 packs bytes as bin and text as str; legacy data may use str for bytes. Both accepted.
+bool AsRaw(const msgpack::object* o, Bytes& out) {
+  if (o == nullptr) return false;
+  if (o->type == msgpack::type::STR || o->type == msgpack::type::BIN) {
+    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.str.ptr), o->via.str.size);
+    return true;
+  }
+  return false;
+}
+
+std::string_view AsText(Bytes b) {
+  return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+bool AsUint(const msgpack::object* o, uint64_t& out) {
+  if (o == nullptr || o->type != msgpack::type::POSITIVE_INTEGER) return false;
+  out = o->via.u64;
+  return true;
+}
+
+std::string Printable(Bytes b) {
+  std::string s;
+  for (size_t i = 0; i < b.size() && i < 40; ++i) {
+    char c = static_cast<char>(b[i]);
+    s.push_back(c >= 0x20 && c < 0x7f ? c : '?');
+  }
+  if (b.size() > 40) s += "...";
+  return s;
+}
+
+Status ReadKeyField(const msgpack::object& map, const char* name, size_t len_a, size_t len_b,
+                    SecureBytes& out) {
+  Bytes b;
+  if (!AsRaw(Find(map, name), b)) {
+    return Corrupt(std::string("decrypted key: `") + name + "` is missing or not a byte string");
+  }
+  if (b.size() != len_a && b.size() != len_b) {
+    return Corrupt(std::string("decrypted key: `") + name + "` has " + std::to_string(b.size()) +
+                   " bytes, expected " + std::to_string(len_a) + " or " + std::to_string(len_b));
+  }
+  out = SecureBytes(b);
+  return Status::Ok();
+}
+
+Result<Borg2KeyMaterial> ParseInner(Bytes plain, const std::string& label) {
+  msgpack::object_handle oh;
+  std::string err;
+  if (!UnpackWhole(plain, oh, err)) return Corrupt("decrypted key is not valid msgpack (" + err + ")");
+  const msgpack::object& inner = oh.get();
+  if (inner.type != msgpack::type::MAP) return Corrupt("decrypted key is not a msgpack map");
+  uint64_t version = 0;
+  if (!AsUint(Find(inner, "version"), version)) {
+    return Corrupt("decrypted key: `version` is missing or not an integer");
+  }
+  if (version != 1 && version != 2) {
+    return Unsupported("decrypted key: version " + std::to_string(version) +
+                       " is not supported (borg writes 1 or 2)");
+  }
+  Borg2KeyMaterial km;
+  km.key_version = int(version);
+  km.label = label;
+  SecureBytes repo_id;
+  if (Status s = ReadKeyField(inner, "repository_id", 32, 32, repo_id); !s.ok()) return s;
+  km.repository_id.assign(reinterpret_cast<const char*>(repo_id.data()), repo_id.size());
+  if (version == 2) {
+    if (Status s = ReadKeyField(inner, "crypt_key", 64, 160, km.crypt_key); !s.ok()) return s;
+  } else {
+    SecureBytes enc_key, enc_hmac_key;
+    for (Status s : {ReadKeyField(inner, "enc_key", 32, 32, enc_key),
+                     ReadKeyField(inner, "enc_hmac_key", 32, 128, enc_hmac_key)}) {
+      if (!s.ok()) return s;
+    }
+    km.crypt_key = enc_key;
+    km.crypt_key.Append(enc_hmac_key.view());
+  }
+  if (Status s = ReadKeyField(inner, "id_key", 32, 128, km.id_key); !s.ok()) return s;
+  if (const msgpack::object* seed = Find(inner, "chunk_seed");
+      seed != nullptr && seed->type != msgpack::type::POSITIVE_INTEGER &&
+      seed->type != msgpack::type::NEGATIVE_INTEGER) {
+    return Corrupt("decrypted key: `chunk_seed` is not an integer");
+  }
+  if (const msgpack::object* tam = Find(inner, "tam_required"); tam != nullptr) {
+    if (tam->type != msgpack::type::BOOLEAN) {
+      return Corrupt("decrypted key: `tam_required` is not a boolean");
+    }
+    km.tam_required = tam->via.boolean;
+  }
+  return km;
+}
+
+bool AesCtrZeroIv(Bytes key, Bytes in, uint8_t* out) {
+  EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+  const uint8_t iv[16] = {};
+  int outl = 0;
+  bool ok = ctx && in.size() <= size_t(INT_MAX) &&
+            EVP_DecryptInit_ex(ctx, EVP_aes_256_ctr(), nullptr, key.data(), iv) == 1 &&
+            EVP_DecryptUpdate(ctx, out, &outl, in.data(), int(in.size())) == 1 &&
+            size_t(outl) == in.size();
+  EVP_CIPHER_CTX_free(ctx);
+  return ok;
+}
+
+const Status kWrongPassphraseStatus(StatusCode::kWrongPassphrase,
+                                    "key blob did not authenticate: wrong passphrase, or a "
+                                    "damaged key blob (the two cannot be told apart)");
+
+}  // namespace
+
+Result<Borg2EncryptedKey> ParseBorg2KeyBlob(std::string_view base64_text,
+                                            const Borg2KeyBlobOptions& options) {
+  std::string raw;
+  if (!Base64Decode(base64_text, raw)) return Corrupt("key blob is not valid base64");
+  if (raw.empty()) return Corrupt("key blob is empty");
+  if (raw.size() > kMaxBlobSize) return Corrupt("key blob is implausibly large");
+  msgpack::object_handle oh;
+  std::string err;
+  if (!UnpackWhole(AsBytes(raw), oh, err)) return Corrupt("key blob is not valid msgpack (" + err + ")");
+  const msgpack::object& outer = oh.get();
+  if (outer.type != msgpack::type::MAP) return Corrupt("key blob is not a msgpack map");
+  uint64_t version = 0;
+  if (!AsUint(Find(outer, "version"), version)) {
+    return Corrupt("key blob: `version` is missing or not an integer");
+  }
+  if (version != 1) {
+    return Unsupported("key blob: unsupported key format (version " + std::to_string(version) + ")");
+  }
+  Bytes algorithm;
+  if (!AsRaw(Find(outer, "algorithm"), algorithm)) {
+    return Corrupt("key blob: `algorithm` is missing or not a string");
+  }
+  Borg2EncryptedKey blob;
+  Bytes salt, data, label;
+  if (!AsRaw(Find(outer, "salt"), salt)) return Corrupt("key blob: `salt` is missing");
+  if (!AsRaw(Find(outer, "data"), data) || data.empty() || data.size() > kMaxBlobSize) {
+    return Corrupt("key blob: `data` is missing or empty");
+  }
+  if (AsRaw(Find(outer, "label"), label)) blob.label.assign(AsText(label));
+  if (AsText(algorithm) == "argon2 chacha20-poly1305") {
+    blob.algorithm = Borg2KeyAlgorithm::kArgon2ChaCha20Poly1305;
+    uint64_t t = 0, m = 0, p = 0;
+    if (!AsUint(Find(outer, "argon2_time_cost"), t) || t < 1 || t > kMaxArgon2TimeCost) {
+      return Corrupt("key blob: `argon2_time_cost` is missing or out of range (1..1000)");
+    }
+    if (!AsUint(Find(outer, "argon2_memory_cost"), m) || m < 8 || m > kMaxArgon2MemoryKib) {
+      return Corrupt("key blob: `argon2_memory_cost` is missing or out of range (8 KiB..4 GiB)");
+    }
+    if (!AsUint(Find(outer, "argon2_parallelism"), p) || p < 1 || p > kMaxArgon2Parallelism) {
+      return Corrupt("key blob: `argon2_parallelism` is missing or out of range (1..255)");
+    }
+    Bytes type;
+    if (!AsRaw(Find(outer, "argon2_type"), type)) {
+      return Corrupt("key blob: `argon2_type` is missing or not a string");
+    }
+    if (AsText(type) == "d") blob.argon2_type = Argon2_d;
+    else if (AsText(type) == "i") blob.argon2_type = Argon2_i;
+    else if (AsText(type) == "id") blob.argon2_type = Argon2_id;
+    else return Unsupported("key blob: unknown argon2_type '" + Printable(type) + "'");
+    if (salt.size() < 8 || salt.size() > 1024) return Corrupt("key blob: argon2 `salt` has an implausible size");
+    if (data.size() < kArgon2TagSize) return Corrupt("key blob: `data` is shorter than its tag");
+    blob.argon2_time_cost = uint32_t(t);
+    blob.argon2_memory_cost_kib = uint32_t(m);
+    blob.argon2_parallelism = uint32_t(p);
+  } else if (AsText(algorithm) == "sha256") {
+    if (!options.accept_pbkdf2_sha256) {
+      return Unsupported("key blob: unsupported key format (legacy 'sha256' / PBKDF2 keys are not "
+                         "accepted here)");
+    }
+    blob.algorithm = Borg2KeyAlgorithm::kPbkdf2Sha256;
+    uint64_t iterations = 0;
+    if (!AsUint(Find(outer, "iterations"), iterations) || iterations < 1 ||
+        iterations > kMaxPbkdf2Iterations) {
+      return Corrupt("key blob: `iterations` is missing or out of range");
+    }
+    Bytes hash;
+    if (!AsRaw(Find(outer, "hash"), hash) || hash.size() != 32) {
+      return Corrupt("key blob: `hash` is missing or not 32 bytes");
+    }
+    if (salt.size() != 32) return Corrupt("key blob: `salt` is not 32 bytes");
+    blob.iterations = uint32_t(iterations);
+    blob.hash.assign(AsText(hash));
+  } else {
+    return Unsupported("key blob: unsupported key algorithm '" + Printable(algorithm) + "'");
+  }
+  blob.salt.assign(AsText(salt));
+  blob.data.assign(AsText(data));
+  return blob;
+}
+
+Result<Borg2KeyMaterial> DecryptBorg2Key(const Borg2EncryptedKey& blob, std::string_view passphrase) {
+  if (passphrase.size() > size_t(INT_MAX)) {
+    return Status(StatusCode::kInvalidArgument, "passphrase is too long");
+  }
+  SecureBytes kek(32);
+  if (blob.algorithm == Borg2KeyAlgorithm::kArgon2ChaCha20Poly1305) {
+    int rc = argon2_hash(blob.argon2_time_cost, blob.argon2_memory_cost_kib, blob.argon2_parallelism,
+                         passphrase.data(), passphrase.size(), blob.salt.data(), blob.salt.size(),
+                         kek.data(), kek.size(), nullptr, 0, argon2_type(blob.argon2_type),
+                         ARGON2_VERSION_13);
+    if (rc != ARGON2_OK) {
+      return Status(StatusCode::kInternal, std::string("argon2 failed: ") + argon2_error_message(rc));
+    }
+    const Bytes data = AsBytes(blob.data);
+    const Bytes tag = data.first(kArgon2TagSize);
+    const Bytes ct = data.subspan(kArgon2TagSize);
+    SecureBytes plain(ct.size());
+    AeadCipher cipher(AeadSuite::kChaCha20Poly1305);
+    if (!cipher.status().ok()) return cipher.status();
+    const uint8_t nonce[kAeadNonceSize] = {};
+    if (!cipher.Decrypt(kek.data(), nonce, {}, tag, ct, plain.data())) return kWrongPassphraseStatus;
+    return ParseInner(plain.view(), blob.label);
+  }
+  if (PKCS5_PBKDF2_HMAC(passphrase.data(), int(passphrase.size()),
+                        reinterpret_cast<const uint8_t*>(blob.salt.data()), int(blob.salt.size()),
+                        int(blob.iterations), EVP_sha256(), int(kek.size()), kek.data()) != 1) {
+    return Status(StatusCode::kInternal, "PBKDF2 failed in OpenSSL");
+  }
+  SecureBytes plain(blob.data.size());
+  if (!AesCtrZeroIv(kek.view(), AsBytes(blob.data), plain.data())) {
+    return Status(StatusCode::kInternal, "AES-256-CTR failed in OpenSSL");
+  }
+  uint8_t mac[32];
+  size_t mac_len = 0;
+  if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, kek.data(), kek.size(), plain.data(),
+                plain.size(), mac, sizeof(mac), &mac_len) == nullptr ||
+      mac_len != sizeof(mac)) {
+    return Status(StatusCode::kInternal, "HMAC-SHA256 failed in OpenSSL");
+  }
+  const bool authentic = CRYPTO_memcmp(mac, blob.hash.data(), sizeof(mac)) == 0;
+  OPENSSL_cleanse(mac, sizeof(mac));
+  if (!authentic) return kWrongPassphraseStatus;
+  return ParseInner(plain.view(), blob.label);
+}
+
+Result<Borg2KeyMaterial> DecryptBorg2KeyBlob(std::string_view base64_text,
+                                             std::string_view passphrase,
+                                             const Borg2KeyBlobOptions& options) {
+  Result<Borg2EncryptedKey> blob = ParseBorg2KeyBlob(base64_text, options);
+  if (!blob.ok()) return blob.status();
+  return DecryptBorg2Key(*blob, passphrase);
+}
+
+// ---- key types ----------------------------------------------------------------------------------
+
+std::string_view Borg2IdHashName(Borg2IdHash h) {
+  switch (h) {
+    case Borg2IdHash::kSha256: return "sha256";
+    case Borg2IdHash::kHmacSha256: return "hmac-sha256";
+    case Borg2IdHash::kBlake2b256: return "blake2b-256";
+    case Borg2IdHash::kBlake3Keyed: return "blake3-keyed";
+    case Borg2IdHash::kBlake3: return "blake3";
+  }
+  return "?";
+}
+
+EnvelopeClass Borg2KeyType::envelope_class() const {
+  EnvelopeClass c;
+  c.kind = envelope;
+  c.suite = suite;
+  c.accepted_types.assign(accepted, accepted + num_accepted);
+  return c;
+}
+
+const std::vector<Borg2KeyType>& Borg2b5KeyTypes() {
+  using EK = EnvelopeKind;
+  using S = AeadSuite;
+  using H = Borg2IdHash;
+  using L = Borg2KeyLocation;
+  static const std::vector<Borg2KeyType> kTypes = {
+      {0x02, "none", EK::kPlain, S::kAes256Ocb, H::kSha256, L::kNone, {0x02, 0}, 1},
+      {0x06, "authenticated-blake2", EK::kPlain, S::kAes256Ocb, H::kBlake2b256, L::kRepository, {0x06, 0}, 1},
+      {0x07, "authenticated", EK::kPlain, S::kAes256Ocb, H::kHmacSha256, L::kRepository, {0x07, 0}, 1},
+      {0x10, "keyfile-aes-ocb", EK::kAead, S::kAes256Ocb, H::kHmacSha256, L::kKeyFile, {0x10, 0x11}, 2},
+      {0x11, "repokey-aes-ocb", EK::kAead, S::kAes256Ocb, H::kHmacSha256, L::kRepository, {0x10, 0x11}, 2},
+      {0x20, "keyfile-chacha20-poly1305", EK::kAead, S::kChaCha20Poly1305, H::kHmacSha256, L::kKeyFile, {0x20, 0x21}, 2},
+      {0x21, "repokey-chacha20-poly1305", EK::kAead, S::kChaCha20Poly1305, H::kHmacSha256, L::kRepository, {0x20, 0x21}, 2},
+      {0x30, "keyfile-blake2-aes-ocb", EK::kAead, S::kAes256Ocb, H::kBlake2b256, L::kKeyFile, {0x30, 0x31}, 2},
+      {0x31, "repokey-blake2-aes-ocb", EK::kAead, S::kAes256Ocb, H::kBlake2b256, L::kRepository, {0x30, 0x31}, 2},
+      {0x40, "keyfile-blake2-chacha20-poly1305", EK::kAead, S::kChaCha20Poly1305, H::kBlake2b256, L::kKeyFile, {0x40, 0x41}, 2},
+      {0x41, "repokey-blake2-chacha20-poly1305", EK::kAead, S::kChaCha20Poly1305, H::kBlake2b256, L::kRepository, {0x40, 0x41}, 2},
+  };
+  return kTypes;
+}
+
+const Borg2KeyType* Borg2b5KeyTypeFromByte(uint8_t type) {
+  for (const Borg2KeyType& t : Borg2b5KeyTypes()) {
+    if (t.type == type) return &t;
+  }
+  return nullptr;
+}
+
+Status ValidateBorg2KeyMaterial(const Borg2KeyType& type, const Borg2KeyMaterial* key) {
+  if (!type.needs_key()) return Status::Ok();
+  if (key == nullptr) return Status(StatusCode::kInvalidArgument, "no key material for a keyed mode");
+  const bool blake2 = type.id_hash == Borg2IdHash::kBlake2b256;
+  const size_t want_id = blake2 ? 128 : 32;
+  if (key->id_key.size() != want_id) {
+    return Status(StatusCode::kCorruptMetadata,
+                  "key does not fit mode " + std::string(type.name) + ": id_key has " +
+                      std::to_string(key->id_key.size()) + " bytes, expected " + std::to_string(want_id));
+  }
+  if (type.envelope == EnvelopeKind::kAead && key->crypt_key.size() != 64 && key->crypt_key.size() != 160) {
+    return Status(StatusCode::kCorruptMetadata,
+                  "key does not fit mode " + std::string(type.name) + ": crypt_key has " +
+                      std::to_string(key->crypt_key.size()) + " bytes, expected 64 or 160");
+  }
+  return Status::Ok();
+}
+
+// ---- id hashes ----------------------------------------------------------------------------------
+
+struct Borg2IdHasher::Impl {
+  Borg2IdHash kind;
+  Status status;
+  // HMAC-SHA256, keyed once; EVP_MAC_init with a NULL key reuses it.
+  EVP_MAC* mac = nullptr;
+  EVP_MAC_CTX* mac_ctx = nullptr;
+  // SHA-256
+  EVP_MD* md = nullptr;
+  EVP_MD_CTX* md_ctx = nullptr;
+  // BLAKE2b-256 with the id key absorbed: each message continues a copy of this state.
+  blake2b_state blake2_keyed{};
+  // BLAKE3
+  std::optional<Blake3Hasher> blake3;
+
+  ~Impl() {
+    EVP_MAC_CTX_free(mac_ctx);
+    EVP_MAC_free(mac);
+    EVP_MD_CTX_free(md_ctx);
+    EVP_MD_free(md);
+    OPENSSL_cleanse(&blake2_keyed, sizeof blake2_keyed);
+  }
+};
+
+Borg2IdHasher::Borg2IdHasher(Borg2IdHash kind, Bytes id_key) : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.kind = kind;
+  auto fail = [&](std::string msg) { m.status = Status(StatusCode::kInternal, std::move(msg)); };
+  switch (kind) {
+    case Borg2IdHash::kSha256:
+      m.md = EVP_MD_fetch(nullptr, "SHA2-256", nullptr);
+      m.md_ctx = EVP_MD_CTX_new();
+      if (!m.md || !m.md_ctx) fail("OpenSSL has no SHA-256");
+      break;
+    case Borg2IdHash::kHmacSha256: {
+      if (id_key.size() != 32) {
+        m.status = Status(StatusCode::kInvalidArgument, "HMAC-SHA256 id key must be 32 bytes");
+        break;
+      }
+      m.mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+      m.mac_ctx = m.mac ? EVP_MAC_CTX_new(m.mac) : nullptr;
+      OSSL_PARAM params[] = {
+          OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, const_cast<char*>("SHA256"), 0),
+          OSSL_PARAM_construct_end()};
+      if (!m.mac_ctx || EVP_MAC_init(m.mac_ctx, id_key.data(), id_key.size(), params) != 1) {
+        fail("OpenSSL HMAC-SHA256 setup failed");
+      }
+      break;
+    }
+    case Borg2IdHash::kBlake2b256:
+      if (id_key.empty()) {
+        m.status = Status(StatusCode::kInvalidArgument, "BLAKE2b id key is empty");
+        break;
+      }
+      if (blake2b_init(&m.blake2_keyed, 32) != 0 ||
+          blake2b_update(&m.blake2_keyed, id_key.data(), id_key.size()) != 0) {
+        fail("BLAKE2b setup failed");
+      }
+      break;
+    case Borg2IdHash::kBlake3Keyed:
+      if (id_key.size() != kBlake3KeyLen) {
+        m.status = Status(StatusCode::kInvalidArgument, "BLAKE3 id key must be 32 bytes");
+        break;
+      }
+      m.blake3 = Blake3Hasher::Keyed(id_key.data());
+      break;
+    case Borg2IdHash::kBlake3:
+      m.blake3 = Blake3Hasher::Plain();
+      break;
+  }
+}
+
+Borg2IdHasher::~Borg2IdHasher() = default;
+
+const Status& Borg2IdHasher::status() const { return impl_->status; }
+
+void Borg2IdHasher::Compute(Bytes plaintext, uint8_t out[32]) {
+  Impl& m = *impl_;
+  bool ok = m.status.ok();
+  if (ok) {
+    switch (m.kind) {
+      case Borg2IdHash::kSha256: {
+        unsigned int n = 0;
+        ok = EVP_DigestInit_ex2(m.md_ctx, m.md, nullptr) == 1 &&
+             EVP_DigestUpdate(m.md_ctx, plaintext.data(), plaintext.size()) == 1 &&
+             EVP_DigestFinal_ex(m.md_ctx, out, &n) == 1 && n == 32;
+        break;
+      }
+      case Borg2IdHash::kHmacSha256: {
+        size_t n = 0;
+        ok = EVP_MAC_init(m.mac_ctx, nullptr, 0, nullptr) == 1 &&
+             EVP_MAC_update(m.mac_ctx, plaintext.data(), plaintext.size()) == 1 &&
+             EVP_MAC_final(m.mac_ctx, out, &n, 32) == 1 && n == 32;
+        break;
+      }
+      case Borg2IdHash::kBlake2b256: {
+        blake2b_state s = m.blake2_keyed;
+        ok = blake2b_update(&s, plaintext.data(), plaintext.size()) == 0 &&
+             blake2b_final(&s, out, 32) == 0;
+        OPENSSL_cleanse(&s, sizeof s);  // the copy may still buffer key bytes
+        break;
+      }
+      case Borg2IdHash::kBlake3Keyed:
+      case Borg2IdHash::kBlake3:
+        m.blake3->Reset();
+        m.blake3->Update(plaintext);
+        m.blake3->Finalize(out, 32);
+        break;
+    }
+  }
+  if (!ok) std::memset(out, 0, 32);
+}
+
+}  // namespace borgcheck::crypto
