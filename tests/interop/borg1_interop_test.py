@@ -146,8 +146,17 @@ def write_input(root, k):
     open(os.path.join(root, "empty"), "w").close()
 
 
+def with_cache(env, name):
+    """env with a cache directory of its own: borg processes that run in parallel then never
+    race on creating the same cache folder or tag file (config and keys stay shared)."""
+    env = dict(env)
+    env["BORG_CACHE_DIR"] = os.path.join(WORK, "cache", name)
+    return env
+
+
 def make_repo(mode, env):
     repo = os.path.join(WORK, "repos", mode)
+    env = with_cache(env, "create-" + mode)
     run_borg(["init", "--encryption", mode, repo], env)
     for name, compression in COMPRESSIONS:
         run_borg(["create", "--chunker-params", "fixed,4096", "--compression", compression,
@@ -303,7 +312,8 @@ def run_borgcheck(test, repo, env=None, args=("--verify-data", "--json")):
 
 def run_borg_check(repo, env=None, verbose=False):
     args = ["check", "--verify-data"] + (["--info"] if verbose else []) + [repo]
-    return BorgResult(run_borg(args, env or BORG_ENV, check=False))
+    return BorgResult(run_borg(args, with_cache(env or BORG_ENV, "check-" + os.path.basename(repo)),
+                               check=False))
 
 
 def copy_repo(src, name):
