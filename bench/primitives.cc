@@ -1,0 +1,389 @@
+// borgcheck_primitives: the single-threaded cost of each primitive borgcheck runs per object,
+// over the live objects of one borg 1.x repository, for comparison with a whole check run.
+//
+// It links the borgcheck libraries and calls what the check calls (ISA-L CRC through
+// repo::Crc32, OpenSSL HMAC-SHA256 / libb2 BLAKE2b, OpenSSL AES-256-CTR, codecs::Decompressor,
+// crypto::IdHasher), each alone, over every live object, in passes:
+//   1. plan the repository (index or log replay), load the key (BORG_PASSPHRASE etc.);
+//   2. "read": stream every committed segment file with 4 MiB preads into one reused buffer,
+//      as the check's reader does (from the page cache when warm: mostly kernel copy time);
+//   3. load every live entry into memory (untimed);
+//   4. time, one pass per primitive over all objects:
+//        crc        CRC-32 over entry[4:]               (repo::Crc32 = ISA-L crc32_gzip_refl)
+//        mac        HMAC-SHA256 or BLAKE2b over IV||ct  (same contexts/pattern as ObjectOpener)
+//        decrypt    AES-256-CTR into a payload arena    (EVP, key schedule made once)
+//        open       ObjectOpener::Open (mac + decrypt, the library call; a cross-check)
+//        decompress Decompressor::DecodeBorg1 into one reused buffer
+//        id_hash    IdHasher::Compute; timed as (decompress + hash) - decompress, because
+//                   the hash needs the plaintext and the check hashes it while still cached
+//   5. print one JSON object (stdout): per primitive CPU seconds (CLOCK_PROCESS_CPUTIME_ID,
+//      so the read's kernel time counts) and wall seconds, the median of --repeat passes,
+//      plus objects, stored and plaintext bytes, and the sum of the primitives
+//      (read + crc + mac + decrypt + decompress + id_hash).
+//
+// Every pass checks its result (CRC equal, MAC equal, id equal): a benchmark over damaged
+// data would measure the wrong thing, so a mismatch ends the program with exit 1.
+//
+// Not a test and not part of borgcheck: built only with -DBORGCHECK_BUILD_BENCH=ON, run by
+// bench/compare. Memory: the live entries plus their decrypted payloads (about 2x the stored
+// bytes).
+//
+// Thread contract: single-threaded.
+#include <blake2.h>
+#include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "checker/base/bytes.h"
+#include "checker/crypto/key_mode.h"
+#include "checker/crypto/object_crypto.h"
+#include "checker/repo/file.h"
+#include "checker/repo/repository.h"
+#include "checker/repo/segment_entry.h"
+#include "checker/repo/segment_format.h"
+#include "checker/run/key_loader.h"
+#include "codecs/decompressor.h"
+
+namespace {
+
+using namespace borgcheck;
+
+constexpr size_t kMacSize = 32;
+constexpr size_t kAesHeaderSize = 1 + 32 + 8;
+constexpr size_t kReadWindow = 4 << 20;
+
+[[noreturn]] void Die(const std::string& msg) {
+  std::fprintf(stderr, "borgcheck_primitives: %s\n", msg.c_str());
+  std::exit(1);
+}
+
+double Now(clockid_t clock) {
+  timespec ts;
+  clock_gettime(clock, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
+
+struct Cost {
+  double cpu = 0;
+  double wall = 0;
+};
+
+// Runs fn `repeat` times; returns the median CPU and wall seconds (each taken separately).
+Cost Measure(int repeat, const std::function<void()>& fn) {
+  std::vector<double> cpu, wall;
+  for (int i = 0; i < repeat; ++i) {
+    double c0 = Now(CLOCK_PROCESS_CPUTIME_ID), w0 = Now(CLOCK_MONOTONIC);
+    fn();
+    cpu.push_back(Now(CLOCK_PROCESS_CPUTIME_ID) - c0);
+    wall.push_back(Now(CLOCK_MONOTONIC) - w0);
+  }
+  std::sort(cpu.begin(), cpu.end());
+  std::sort(wall.begin(), wall.end());
+  return {cpu[cpu.size() / 2], wall[wall.size() / 2]};
+}
+
+// The check's MAC, done the same way as object_crypto.cc: HMAC context keyed once and
+// re-initialised per message, or a BLAKE2b state with the 128-byte key absorbed once.
+class Mac {
+ public:
+  Mac(crypto::KeyMode mode, Bytes key) : blake2_(crypto::UsesBlake2(mode)) {
+    if (blake2_) {
+      if (blake2b_init(&keyed_, kMacSize) != 0 || blake2b_update(&keyed_, key.data(), key.size()) != 0) {
+        Die("blake2b init failed");
+      }
+      return;
+    }
+    mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    ctx_ = mac_ ? EVP_MAC_CTX_new(mac_) : nullptr;
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                           OSSL_PARAM_construct_end()};
+    if (!ctx_ || EVP_MAC_init(ctx_, key.data(), key.size(), params) != 1) Die("HMAC init failed");
+  }
+  ~Mac() {
+    EVP_MAC_CTX_free(ctx_);
+    EVP_MAC_free(mac_);
+  }
+  void Compute(Bytes msg, uint8_t out[kMacSize]) {
+    if (blake2_) {
+      blake2b_state s = keyed_;
+      blake2b_update(&s, msg.data(), msg.size());
+      blake2b_final(&s, out, kMacSize);
+      return;
+    }
+    size_t n = 0;
+    if (EVP_MAC_init(ctx_, nullptr, 0, nullptr) != 1 || EVP_MAC_update(ctx_, msg.data(), msg.size()) != 1 ||
+        EVP_MAC_final(ctx_, out, &n, kMacSize) != 1) {
+      Die("HMAC failed");
+    }
+  }
+
+ private:
+  bool blake2_;
+  blake2b_state keyed_{};
+  EVP_MAC* mac_ = nullptr;
+  EVP_MAC_CTX* ctx_ = nullptr;
+};
+
+struct Object {
+  size_t entry_pos = 0;     // in the entry arena
+  uint32_t entry_size = 0;  // whole entry, header included
+  size_t payload_pos = 0;   // in the payload arena (after decrypt)
+  uint32_t payload_size = 0;
+  bool manifest = false;
+  const uint8_t* id = nullptr;  // 32 bytes, in the plan
+};
+
+int Main(int argc, char** argv) {
+  std::string repo_path;
+  int repeat = 3;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--repeat" && i + 1 < argc) {
+      repeat = std::max(1, std::atoi(argv[++i]));
+    } else if (!a.empty() && a[0] != '-' && repo_path.empty()) {
+      repo_path = a;
+    } else {
+      Die("usage: borgcheck_primitives [--repeat N] REPO   (passphrase from BORG_PASSPHRASE)");
+    }
+  }
+  if (repo_path.empty()) Die("usage: borgcheck_primitives [--repeat N] REPO");
+
+  // 1. Plan and key.
+  Result<repo::RepoConfig> config = repo::IdentifyRepository(repo_path, {true});
+  if (!config.ok()) Die(config.status().message());
+  Result<repo::RepositoryPlan> plan_r = repo::PlanRepository(repo_path, *config);
+  if (!plan_r.ok()) Die(plan_r.status().message());
+  const repo::RepositoryPlan& plan = *plan_r;
+  if (!plan.findings.empty()) Die("the repository has findings; benchmark an intact one");
+  std::map<uint32_t, const repo::SegmentFile*> segs;
+  for (const repo::SegmentFile& s : plan.segments) segs[s.number] = &s;
+
+  // 3 (first, to learn the mode). Load every live entry.
+  ByteBuffer entries;
+  {
+    uint64_t total = 0;
+    std::vector<uint32_t> sizes(plan.live.size());
+    std::map<uint32_t, repo::ReadOnlyFile> files;
+    for (size_t i = 0; i < plan.live.size(); ++i) {
+      const repo::LiveObject& o = plan.live[i];
+      auto [it, fresh] = files.try_emplace(o.segment);
+      if (fresh) {
+        Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(segs.at(o.segment)->path);
+        if (!f.ok()) Die(f.status().message());
+        it->second = std::move(f).value();
+      }
+      uint8_t hdr[repo::kHeaderSizeWithKey];
+      if (!it->second.ReadAt(o.offset, sizeof hdr, hdr).ok()) Die("header read failed");
+      sizes[i] = LoadLE32(hdr + 4);
+      total += sizes[i];
+    }
+    entries.Resize(total);
+    size_t pos = 0;
+    for (size_t i = 0; i < plan.live.size(); ++i) {
+      const repo::LiveObject& o = plan.live[i];
+      if (!files.at(o.segment).ReadAt(o.offset, sizes[i], entries.data() + pos).ok()) Die("entry read failed");
+      pos += sizes[i];
+    }
+  }
+  std::vector<Object> objects(plan.live.size());
+  uint64_t stored = 0;
+  {
+    size_t pos = 0;
+    for (size_t i = 0; i < plan.live.size(); ++i) {
+      Object& ob = objects[i];
+      ob.entry_pos = pos;
+      ob.entry_size = LoadLE32(entries.data() + pos + 4);
+      ob.id = plan.live[i].id.data();
+      ob.manifest = std::all_of(ob.id, ob.id + 32, [](uint8_t b) { return b == 0; });
+      pos += ob.entry_size;
+      stored += ob.entry_size;
+    }
+  }
+  if (objects.empty()) Die("no live objects");
+  auto entry_of = [&](const Object& o) { return Bytes(entries.data() + o.entry_pos, o.entry_size); };
+  auto obj_of = [&](const Object& o) { return entry_of(o).subspan(repo::kHeaderSizeWithKey); };
+
+  std::optional<crypto::KeyMode> mode_opt = crypto::KeyModeFromTypeByte(obj_of(objects[0])[0]);
+  if (!mode_opt) Die("unknown TYPE byte");
+  const crypto::KeyMode mode = *mode_opt;
+  std::optional<crypto::KeyMaterial> key;
+  if (crypto::NeedsKey(mode)) {
+    Result<crypto::KeyMaterial> k = run::LoadKey(repo_path, *config, mode);
+    if (!k.ok()) Die(k.status().message());
+    key = std::move(k).value();
+  }
+  const bool encrypted = crypto::IsEncrypted(mode);
+
+  std::map<std::string, Cost> cost;
+
+  // 2. Read: every committed segment, in 4 MiB windows, into one buffer.
+  {
+    ByteBuffer window;
+    window.Resize(kReadWindow);
+    uint64_t read_bytes = 0;
+    cost["read"] = Measure(repeat, [&] {
+      read_bytes = 0;
+      for (const repo::SegmentFile& s : plan.segments) {
+        Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(s.path);
+        if (!f.ok()) Die(f.status().message());
+        for (uint64_t off = 0; off < f->size(); off += kReadWindow) {
+          size_t n = size_t(std::min<uint64_t>(kReadWindow, f->size() - off));
+          if (!f->ReadAt(off, n, window.data()).ok()) Die("segment read failed");
+          read_bytes += n;
+        }
+      }
+    });
+    if (read_bytes != plan.total_bytes) {
+      // total_bytes may stop at a COMMIT with stray bytes after it; fine, but say so.
+      std::fprintf(stderr, "note: read %llu bytes, plan total %llu\n", (unsigned long long)read_bytes,
+                   (unsigned long long)plan.total_bytes);
+    }
+  }
+
+  // 4. Primitives.
+  cost["crc"] = Measure(repeat, [&] {
+    for (const Object& o : objects) {
+      Bytes e = entry_of(o);
+      if (repo::Crc32(e.subspan(4)) != LoadLE32(e.data())) Die("CRC mismatch");
+    }
+  });
+
+  ByteBuffer payloads;
+  if (encrypted) {
+    Mac mac(mode, key->enc_hmac_key.view());
+    cost["mac"] = Measure(repeat, [&] {
+      uint8_t out[kMacSize];
+      for (const Object& o : objects) {
+        Bytes obj = obj_of(o);
+        mac.Compute(obj.subspan(1 + kMacSize), out);
+        if (CRYPTO_memcmp(out, obj.data() + 1, kMacSize) != 0) Die("MAC mismatch");
+      }
+    });
+    uint64_t payload_total = 0;
+    for (Object& o : objects) {
+      o.payload_pos = payload_total;
+      o.payload_size = uint32_t(obj_of(o).size() - kAesHeaderSize);
+      payload_total += o.payload_size;
+    }
+    payloads.Resize(payload_total);
+    std::memset(payloads.data(), 0, payload_total);  // fault the arena in before timing
+    EVP_CIPHER* cipher = EVP_CIPHER_fetch(nullptr, "AES-256-CTR", nullptr);
+    EVP_CIPHER_CTX* ctx = EVP_CIPHER_CTX_new();
+    if (!cipher || !ctx || EVP_DecryptInit_ex(ctx, cipher, nullptr, key->enc_key.data(), nullptr) != 1) {
+      Die("AES init failed");
+    }
+    cost["decrypt"] = Measure(repeat, [&] {
+      for (const Object& o : objects) {
+        Bytes obj = obj_of(o);
+        uint8_t counter[16] = {};
+        std::memcpy(counter + 8, obj.data() + 1 + kMacSize, 8);
+        int outl = 0;
+        if (EVP_DecryptInit_ex(ctx, nullptr, nullptr, nullptr, counter) != 1 ||
+            EVP_DecryptUpdate(ctx, payloads.data() + o.payload_pos, &outl, obj.data() + kAesHeaderSize,
+                              int(o.payload_size)) != 1 ||
+            size_t(outl) != o.payload_size) {
+          Die("AES-CTR failed");
+        }
+      }
+    });
+    EVP_CIPHER_CTX_free(ctx);
+    EVP_CIPHER_free(cipher);
+  } else {
+    // Unencrypted modes: the payload is the object after its TYPE byte, no MAC, no cipher.
+    uint64_t payload_total = 0;
+    for (Object& o : objects) payload_total += obj_of(o).size() - 1;
+    payloads.Resize(payload_total);
+    size_t pos = 0;
+    for (Object& o : objects) {
+      Bytes p = obj_of(o).subspan(1);
+      o.payload_pos = pos;
+      o.payload_size = uint32_t(p.size());
+      std::memcpy(payloads.data() + pos, p.data(), p.size());
+      pos += p.size();
+    }
+    cost["mac"] = {};
+    cost["decrypt"] = {};
+  }
+  {
+    crypto::ObjectOpener opener(mode, key ? &*key : nullptr);
+    if (!opener.status().ok()) Die(opener.status().message());
+    ByteBuffer scratch;
+    cost["open"] = Measure(repeat, [&] {
+      for (const Object& o : objects) {
+        Bytes payload;
+        if (opener.Open(obj_of(o), scratch, payload).outcome != crypto::OpenOutcome::kOk) Die("Open failed");
+      }
+    });
+  }
+  auto payload_of = [&](const Object& o) { return Bytes(payloads.data() + o.payload_pos, o.payload_size); };
+
+  codecs::Decompressor dec;
+  ByteBuffer plain;
+  uint64_t plaintext = 0;
+  cost["decompress"] = Measure(repeat, [&] {
+    plaintext = 0;
+    for (const Object& o : objects) {
+      codecs::DecodeResult r = dec.DecodeBorg1(payload_of(o), plain);
+      if (!r.ok) Die("decompression failed: " + r.error);
+      plaintext += plain.size();
+    }
+  });
+  crypto::IdHasher hasher(mode, key ? &*key : nullptr);
+  if (!hasher.status().ok()) Die(hasher.status().message());
+  Cost both = Measure(repeat, [&] {
+    for (const Object& o : objects) {
+      codecs::DecodeResult r = dec.DecodeBorg1(payload_of(o), plain);
+      if (!r.ok) Die("decompression failed: " + r.error);
+      if (o.manifest) continue;  // its id is not a hash
+      uint8_t id[32];
+      hasher.Compute(plain.view(), id);
+      if (std::memcmp(id, o.id, 32) != 0) Die("id mismatch");
+    }
+  });
+  cost["decompress+id_hash"] = both;
+  cost["id_hash"] = {std::max(0.0, both.cpu - cost["decompress"].cpu),
+                     std::max(0.0, both.wall - cost["decompress"].wall)};
+
+  Cost sum;
+  for (const char* k : {"read", "crc", "mac", "decrypt", "decompress", "id_hash"}) {
+    sum.cpu += cost[k].cpu;
+    sum.wall += cost[k].wall;
+  }
+  cost["sum"] = sum;
+
+  std::string out = "{";
+  out += fmt::format("\"repository\": \"{}\", \"mode\": \"{}\", \"objects\": {}, \"stored_bytes\": {}, "
+                     "\"plaintext_bytes\": {}, \"segment_bytes\": {}, \"repeat\": {}, \"primitives\": {{",
+                     repo_path, crypto::KeyModeName(mode), objects.size(), stored, plaintext, plan.total_bytes,
+                     repeat);
+  bool first = true;
+  for (const char* k : {"read", "crc", "mac", "decrypt", "open", "decompress", "id_hash", "decompress+id_hash", "sum"}) {
+    out += fmt::format("{}\"{}\": {{\"cpu_s\": {:.4f}, \"wall_s\": {:.4f}}}", first ? "" : ", ", k, cost[k].cpu,
+                       cost[k].wall);
+    first = false;
+  }
+  out += "}}\n";
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return Main(argc, argv); }
