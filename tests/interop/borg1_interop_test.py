@@ -514,11 +514,15 @@ class KeySourcesTest(unittest.TestCase):
                 b = run_borg(["list", "--short", copy_repo(REPOS[mode], "keyfile-env-" + mode)], env)
                 self.assertEqual(b.stdout.split(), [n for n, _ in COMPRESSIONS])
 
-    def test_borg_key_file_of_another_repository(self):
+    def test_borg_key_file_wrong_or_missing(self):
         env = self.env_without_keys("wrong-key")
-        env["BORG_KEY_FILE"] = self.key_file_of("keyfile-blake2")
-        r = run_borgcheck(self, REPOS["keyfile"], env)
-        self.assertEqual(r.rc, EXIT_KEY_FILE_NOT_FOUND, r.describe())
+        for key in (self.key_file_of("keyfile-blake2"),  # another repository's key
+                    os.path.join(WORK, "no-such.key")):
+            with self.subTest(key=key):
+                env["BORG_KEY_FILE"] = key
+                r = run_borgcheck(self, REPOS["keyfile"], env)
+                self.assertEqual(r.rc, EXIT_KEY_FILE_NOT_FOUND, r.describe())
+                self.assertEqual([e["code"] for e in r.errors], ["key-not-found"], r.describe())
 
     def test_passcommand(self):
         secret = os.path.join(WORK, "secret.txt")
