@@ -1,6 +1,7 @@
 #include "checker/report/finding.h"
 
 #include <algorithm>
+#include <functional>
 #include <tuple>
 
 #include "checker/base/bytes.h"
@@ -37,7 +38,12 @@ std::string_view RereadName(Reread r) {
 std::string ChunkIdHex(const ChunkId& id) { return ToHex(Bytes(id.data(), id.size())); }
 
 std::string LocationSuffix(const Finding& f) {
-  if (!f.segment) return "";
+  if (!f.segment) {
+    if (f.location.empty()) return "";
+    std::string s = "[" + f.location;
+    if (f.offset) s += ", offset " + std::to_string(*f.offset);
+    return s + "]";
+  }
   std::string s = "[segment " + std::to_string(*f.segment);
   if (f.offset) s += ", offset " + std::to_string(*f.offset);
   return s + "]";
@@ -45,7 +51,8 @@ std::string LocationSuffix(const Finding& f) {
 
 bool FindingLess(const Finding& a, const Finding& b) {
   auto key = [](const Finding& f) {
-    return std::make_tuple(!f.segment.has_value(), f.segment.value_or(0), !f.offset.has_value(),
+    return std::make_tuple(!f.segment.has_value(), f.segment.value_or(0), std::cref(f.location),
+                           !f.offset.has_value(),
                            f.offset.value_or(0), int(f.stage), f.chunk_id.value_or(ChunkId{}),
                            f.message, int(f.severity));
   };

@@ -52,17 +52,22 @@ struct Finding {
   Stage stage = Stage::kSegment;
   std::optional<ChunkId> chunk_id;  // absent for segment-level findings
   std::optional<uint32_t> segment;  // borg segment number
-  std::optional<uint64_t> offset;   // entry offset within the segment file
+  std::optional<uint64_t> offset;   // entry offset within the segment file (borg 2 master:
+                                    // offset within the file named by `location`)
+  // Where, when the finding has no segment (borg 2 master's borgstore items): "pack <64 hex>",
+  // "index/<64 hex>", "config/manifest", "keys/<64 hex>". Empty for every borg 1.x finding.
+  std::string location;
   std::string message;
   Reread reread = Reread::kNotReread;
 };
 
-// "[segment N, offset M]" as borg writes locations; empty when the finding has none.
+// "[segment N, offset M]" as borg writes locations; "[pack <hex>, offset M]" (or any other
+// `location`) for findings without a segment; empty when the finding has neither.
 std::string LocationSuffix(const Finding& f);
 std::string ChunkIdHex(const ChunkId& id);
 
-// Ordering for deterministic reports: by segment, offset, stage, chunk id, message;
-// findings without a location come last.
+// Ordering for deterministic reports: by segment, location, offset, stage, chunk id, message;
+// findings without a segment come after those with one.
 bool FindingLess(const Finding& a, const Finding& b);
 
 class FindingSink {

@@ -1,0 +1,425 @@
+// The borgstore layout of repository version 4, in the order ReadBorgstoreLayout reads it:
+//   1. config/: version must be "4", id 64 hex, readme compared with borg's text (a note
+//      if it differs: borg does not read it), manifest present or not.
+//   2. locks/: a live exclusive lock refuses the run (a writer may be active); stale or
+//      unparseable entries are findings (borg itself crashes on a non-JSON entry).
+//   3. packs/<xx>/<64 hex>: names checked (lowercase hex, in the directory of their first two
+//      characters); *.tmp and *.hid are borgstore's own temporaries and are skipped.
+//   4. index/, keys/, archives/, cache/chunkindex-invalid.
+// Nothing here reads a pack; the run hashes and walks them in its workers.
+#include "checker/repo/borgstore.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <filesystem>
+
+#include <fmt/format.h>
+#include <msgpack.hpp>
+#include <nlohmann/json.hpp>
+#include <openssl/sha.h>
+
+#include "checker/repo/file.h"
+
+namespace borgcheck::repo {
+namespace fs = std::filesystem;
+using report::Finding;
+using report::Severity;
+using report::Stage;
+
+namespace {
+
+constexpr uint64_t kMaxConfigItem = 1 << 20;  // manifest, id, readme: small files
+constexpr uint32_t kMsgpackMaxDepth = 16;
+
+bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+
+// msgpack strings are referenced in place (the input outlives the parse).
+bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
+
+bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
+  try {
+    const size_t n = buf.size();
+    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
+    size_t off = 0;
+    bool referenced = false;
+    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, referenced, &ReferenceAll,
+                          nullptr, limit);
+    if (off != n) {
+      error = "extra bytes after the msgpack value";
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
+    error = e.what();
+    return false;
+  }
+}
+
+std::optional<std::string_view> AsText(const msgpack::object& o) {
+  if (o.type == msgpack::type::STR) return std::string_view(o.via.str.ptr, o.via.str.size);
+  if (o.type == msgpack::type::BIN) return std::string_view(o.via.bin.ptr, o.via.bin.size);
+  return std::nullopt;
+}
+
+const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    std::optional<std::string_view> k = AsText(map.via.map.ptr[i].key);
+    if (k && *k == key) return &map.via.map.ptr[i].val;
+  }
+  return nullptr;
+}
+
+Finding LayoutFinding(Severity sev, Stage stage, std::string location, std::string message) {
+  Finding f;
+  f.severity = sev;
+  f.stage = stage;
+  f.location = std::move(location);
+  f.message = std::move(message);
+  return f;
+}
+
+bool IsStoreTemporary(const std::string& name) {
+  auto ends = [&](std::string_view s) { return name.size() >= s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0; };
+  return ends(".tmp") || ends(".hid");
+}
+
+// Parses the leading "YYYY-MM-DDTHH:MM:SS" of an ISO 8601 UTC time.
+std::optional<int64_t> ParseIsoUtc(const std::string& s) {
+  std::tm tm{};
+  if (s.size() < 19 || std::sscanf(s.c_str(), "%4d-%2d-%2dT%2d:%2d:%2d", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                                   &tm.tm_hour, &tm.tm_min, &tm.tm_sec) != 6) {
+    return std::nullopt;
+  }
+  tm.tm_year -= 1900;
+  tm.tm_mon -= 1;
+  return int64_t(timegm(&tm));
+}
+
+// Lists the regular files of a directory, sorted; an absent directory is empty.
+Result<std::vector<fs::directory_entry>> ListDir(const fs::path& dir) {
+  std::vector<fs::directory_entry> out;
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) return out;
+  fs::directory_iterator it(dir, ec);
+  if (ec) return Status(StatusCode::kIoError, "cannot list " + dir.string() + ": " + ec.message());
+  for (; it != fs::directory_iterator(); it.increment(ec)) {
+    if (ec) return Status(StatusCode::kIoError, "cannot list " + dir.string() + ": " + ec.message());
+    out.push_back(*it);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.path().filename() < b.path().filename(); });
+  return out;
+}
+
+Status CheckLocks(const fs::path& dir, const LayoutOptions& opts, BorgstoreLayout& layout) {
+  Result<std::vector<fs::directory_entry>> entries = ListDir(dir);
+  if (!entries.ok()) return entries.status();
+  int64_t now = opts.now_unix ? opts.now_unix
+                              : std::chrono::duration_cast<std::chrono::seconds>(
+                                    std::chrono::system_clock::now().time_since_epoch()).count();
+  for (const fs::directory_entry& e : *entries) {
+    std::string name = e.path().filename().string();
+    if (!e.is_regular_file() || IsStoreTemporary(name)) continue;
+    Result<std::string> text = ReadWholeFile(e.path().string(), 1 << 16);
+    nlohmann::json j;
+    bool parsed = false;
+    if (text.ok()) {
+      j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+      parsed = j.is_object();
+    }
+    if (!parsed) {
+      layout.findings.push_back(LayoutFinding(
+          Severity::kWarning, Stage::kSegment, "locks/" + name,
+          "not a JSON lock record: borg fails on every command while this file is in locks/"));
+      continue;
+    }
+    bool exclusive = j.value("exclusive", false);
+    std::optional<int64_t> t = j.contains("time") && j["time"].is_string()
+                                   ? ParseIsoUtc(j["time"].get<std::string>())
+                                   : std::nullopt;
+    std::string who = j.contains("hostid") && j["hostid"].is_string() ? j["hostid"].get<std::string>() : "?";
+    bool live = !t || now - *t < kLockStaleSeconds;
+    if (exclusive && live && !opts.bypass_lock) {
+      return Status(StatusCode::kLockHeld,
+                    "repository " + layout.path + " is locked by borg (locks/" + name + ", held by " + who +
+                        "): a backup, prune or compact may be writing. Wait for it to finish, or pass "
+                        "--bypass-lock to check anyway (results may then report changes in progress)");
+    }
+    layout.notes.push_back(fmt::format("{} lock locks/{} held by {}{}", exclusive ? "exclusive" : "shared", name, who,
+                                       live ? "" : " is stale (older than 30 minutes)"));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+BlobHeader ReadBlobHeader(Bytes b) {
+  BlobHeader h;
+  h.version = b[8];
+  std::memcpy(h.chunk_id.data(), b.data() + 9, 32);
+  h.meta_size = LoadLE32(b.data() + 41);
+  h.data_size = LoadLE32(b.data() + 45);
+  return h;
+}
+
+std::optional<std::string> CheckBlobStructure(Bytes blob, BlobHeader* header) {
+  if (blob.size() < kObjHeaderSize) {
+    return fmt::format("object too small: expected at least {} header bytes, got {}", kObjHeaderSize, blob.size());
+  }
+  BlobHeader h = ReadBlobHeader(blob);
+  if (header) *header = h;
+  if (std::memcmp(blob.data(), kObjMagic.data(), kObjMagic.size()) != 0) return std::string("invalid object magic");
+  if (h.version != kObjVersionB22 && h.version != kObjVersionMaster) {
+    return fmt::format("unsupported object version: {}", h.version);
+  }
+  if (h.blob_size() != blob.size()) {
+    return fmt::format("object size inconsistent: expected {} bytes, got {}", h.blob_size(), blob.size());
+  }
+  return std::nullopt;
+}
+
+size_t BuildObjectAad(Bytes blob_header, uint8_t slot, uint8_t* out) {
+  if (blob_header[8] != kObjVersionMaster) return 0;
+  std::memcpy(out, blob_header.data(), kObjHeaderAadSize);
+  out[kObjHeaderAadSize] = slot;
+  return kObjHeaderAadSize + 1;
+}
+
+PackWalk WalkPack(Bytes pack) {
+  PackWalk w;
+  uint64_t pos = 0;
+  const uint64_t n = pack.size();
+  while (pos < n) {
+    if (n - pos < kObjHeaderSize) {
+      w.end = WalkEnd::kTrailingBytes;
+      w.end_offset = pos;
+      w.message = fmt::format("{} trailing bytes after the last object (too short for an object header)", n - pos);
+      return w;
+    }
+    Bytes at = pack.subspan(pos);
+    if (std::memcmp(at.data(), kObjMagic.data(), kObjMagic.size()) != 0) {
+      w.end = WalkEnd::kNoHeader;
+      w.end_offset = pos;
+      w.message = fmt::format("no object header at offset {} (pack corruption); the remaining {} bytes cannot be walked",
+                              pos, n - pos);
+      return w;
+    }
+    BlobHeader h = ReadBlobHeader(at);
+    if (h.blob_size() > n - pos) {
+      w.end = WalkEnd::kPastEof;
+      w.end_offset = pos;
+      w.broken_header = h;
+      w.message = fmt::format("object extends past end of file: it needs {} bytes, the pack has {} left (truncated pack?)",
+                              h.blob_size(), n - pos);
+      return w;
+    }
+    w.blobs.push_back({pos, h});
+    pos += h.blob_size();
+  }
+  w.end = WalkEnd::kClean;
+  w.end_offset = pos;
+  return w;
+}
+
+std::optional<ObjectMeta> ParseObjectMeta(Bytes packed, std::string* why) {
+  msgpack::object_handle oh;
+  std::string error;
+  if (!UnpackWhole(packed, oh, error)) {
+    if (why) *why = "meta is not msgpack: " + error;
+    return std::nullopt;
+  }
+  const msgpack::object& m = oh.get();
+  if (m.type != msgpack::type::MAP) {
+    if (why) *why = "meta is not a msgpack map";
+    return std::nullopt;
+  }
+  ObjectMeta meta;
+  for (uint32_t i = 0; i < m.via.map.size; ++i) {
+    std::optional<std::string_view> k = AsText(m.via.map.ptr[i].key);
+    if (!k) {
+      if (why) *why = "meta has a key that is not a string";
+      return std::nullopt;
+    }
+    const msgpack::object& v = m.via.map.ptr[i].val;
+    std::optional<uint64_t>* slot = nullptr;
+    if (*k == "type") {
+      std::optional<std::string_view> t = AsText(v);
+      if (!t) {
+        if (why) *why = "meta field 'type' is not a string";
+        return std::nullopt;
+      }
+      meta.type = std::string(*t);
+      continue;
+    }
+    if (*k == "ctype") slot = &meta.ctype;
+    else if (*k == "clevel") slot = &meta.clevel;
+    else if (*k == "csize") slot = &meta.csize;
+    else if (*k == "size") slot = &meta.size;
+    else if (*k == "psize") slot = &meta.psize;
+    else if (*k == "olevel") slot = &meta.olevel;
+    else continue;  // unknown keys are ignored, as borg does
+    if (v.type != msgpack::type::POSITIVE_INTEGER) {
+      if (why) *why = fmt::format("meta field '{}' is not a non-negative integer", *k);
+      return std::nullopt;
+    }
+    *slot = v.via.u64;
+  }
+  return meta;
+}
+
+std::string CheckManifestPlaintext(Bytes plain, std::vector<std::string>* mandatory_features) {
+  msgpack::object_handle oh;
+  std::string error;
+  if (!UnpackWhole(plain, oh, error)) return "manifest is not msgpack: " + error;
+  const msgpack::object& m = oh.get();
+  if (m.type != msgpack::type::MAP) return "manifest is not a msgpack map";
+  const msgpack::object* version = Find(m, "version");
+  if (!version || version->type != msgpack::type::POSITIVE_INTEGER || version->via.u64 != 2) {
+    return "manifest has no 'version' 2";
+  }
+  const msgpack::object* archives = Find(m, "archives");
+  if (!archives || archives->type != msgpack::type::MAP) return "manifest has no 'archives' map";
+  const msgpack::object* config = Find(m, "config");
+  if (!config || config->type != msgpack::type::MAP) return "manifest has no 'config' map";
+  if (const msgpack::object* ts = Find(m, "timestamp"); !ts || !AsText(*ts)) return "manifest has no 'timestamp'";
+  if (const msgpack::object* ff = Find(*config, "feature_flags"); ff && ff->type == msgpack::type::MAP) {
+    // {operation: {mandatory: [names], ...}}; borg master supports no feature at all.
+    for (uint32_t i = 0; i < ff->via.map.size; ++i) {
+      const msgpack::object& op = ff->via.map.ptr[i].val;
+      if (op.type != msgpack::type::MAP) continue;
+      const msgpack::object* mand = Find(op, "mandatory");
+      if (!mand || mand->type != msgpack::type::ARRAY) continue;
+      for (uint32_t j = 0; j < mand->via.array.size; ++j) {
+        if (std::optional<std::string_view> name = AsText(mand->via.array.ptr[j]); name && mandatory_features) {
+          mandatory_features->emplace_back(*name);
+        }
+      }
+    }
+  }
+  return "";
+}
+
+void Sha256(Bytes data, uint8_t out[32]) { SHA256(data.data(), data.size(), out); }
+
+bool ParseHexName(std::string_view name, ChunkId* id) {
+  if (name.size() != 64 || !std::all_of(name.begin(), name.end(), IsHex)) return false;
+  std::string raw;
+  if (!FromHex(name, raw)) return false;
+  if (id) std::memcpy(id->data(), raw.data(), 32);
+  return true;
+}
+
+std::string PackItemName(const std::string& pack_hex) { return "packs/" + pack_hex.substr(0, 2) + "/" + pack_hex; }
+
+Result<BorgstoreLayout> ReadBorgstoreLayout(const std::string& path, const LayoutOptions& opts) {
+  BorgstoreLayout layout;
+  layout.path = path;
+  const fs::path root(path);
+
+  // 1. config/
+  Result<std::string> version = ReadWholeFile((root / "config" / "version").string(), 64);
+  if (!version.ok()) {
+    return Status(StatusCode::kNotARepository, path + " is not a borg repository: config/version cannot be read: " +
+                                                   version.status().message());
+  }
+  std::string v = *version;
+  while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.pop_back();
+  if (v != "4") {
+    return Status(StatusCode::kUnsupported, "unsupported repository version " + v + " at " + path +
+                                                " (this reader handles borgstore version 4)");
+  }
+  Result<std::string> id = ReadWholeFile((root / "config" / "id").string(), 256);
+  if (!id.ok()) {
+    return Status(StatusCode::kNotARepository,
+                  path + " is not a borg repository: config/id cannot be read: " + id.status().message());
+  }
+  std::string id_hex = *id;
+  while (!id_hex.empty() && (id_hex.back() == '\n' || id_hex.back() == ' ')) id_hex.pop_back();
+  ChunkId id_raw;
+  if (!ParseHexName(id_hex, &id_raw)) {
+    return Status(StatusCode::kCorruptMetadata, "config/id of " + path + " is not 64 lowercase hex characters");
+  }
+  layout.id_hex = id_hex;
+  layout.id.assign(reinterpret_cast<const char*>(id_raw.data()), 32);
+  Result<std::string> readme = ReadWholeFile((root / "config" / "readme").string(), 4096);
+  if (!readme.ok() || *readme != kStoreReadme) {
+    layout.notes.push_back("config/readme is missing or not borg's text (borg does not read it)");
+  }
+  std::error_code ec;
+  layout.manifest_path = (root / "config" / "manifest").string();
+  layout.manifest_present = fs::is_regular_file(layout.manifest_path, ec);
+
+  // 2. locks/
+  if (Status s = CheckLocks(root / "locks", opts, layout); !s.ok()) return s;
+
+  // 3. packs/<xx>/<64 hex>
+  Result<std::vector<fs::directory_entry>> pack_dirs = ListDir(root / "packs");
+  if (!pack_dirs.ok()) return pack_dirs.status();
+  for (const fs::directory_entry& d : *pack_dirs) {
+    std::string dname = d.path().filename().string();
+    if (!d.is_directory()) {
+      if (!IsStoreTemporary(dname)) {
+        layout.findings.push_back(LayoutFinding(Severity::kWarning, Stage::kSegment, "packs/" + dname,
+                                                "unexpected file directly in packs/ (packs live in packs/<xx>/); not checked"));
+      }
+      continue;
+    }
+    Result<std::vector<fs::directory_entry>> files = ListDir(d.path());
+    if (!files.ok()) return files.status();
+    for (const fs::directory_entry& f : *files) {
+      std::string name = f.path().filename().string();
+      if (IsStoreTemporary(name)) continue;
+      std::string item = "packs/" + dname + "/" + name;
+      PackFile p;
+      if (!f.is_regular_file() || !ParseHexName(name, &p.id)) {
+        layout.findings.push_back(LayoutFinding(Severity::kWarning, Stage::kSegment, item,
+                                                "has an invalid name (not 64 lowercase hex characters); not checked"));
+        continue;
+      }
+      if (name.compare(0, 2, dname) != 0) {
+        layout.findings.push_back(LayoutFinding(Severity::kWarning, Stage::kSegment, item,
+                                                "is in the wrong directory (borg looks for it in packs/" +
+                                                    name.substr(0, 2) + "/); not checked"));
+        continue;
+      }
+      p.name = name;
+      p.path = f.path().string();
+      p.size = f.file_size(ec);
+      layout.pack_bytes += p.size;
+      layout.packs.push_back(std::move(p));
+    }
+  }
+  std::sort(layout.packs.begin(), layout.packs.end(), [](const PackFile& a, const PackFile& b) { return a.name < b.name; });
+
+  // 4. index/, keys/, archives/, cache/
+  auto list_items = [&](const char* ns, std::vector<StoreItem>& out) -> Status {
+    Result<std::vector<fs::directory_entry>> items = ListDir(root / ns);
+    if (!items.ok()) return items.status();
+    for (const fs::directory_entry& e : *items) {
+      std::string name = e.path().filename().string();
+      if (!e.is_regular_file() || IsStoreTemporary(name)) continue;
+      out.push_back({name, e.path().string(), e.file_size(ec)});
+    }
+    return Status::Ok();
+  };
+  if (Status s = list_items("index", layout.index_fragments); !s.ok()) return s;
+  if (Status s = list_items("keys", layout.keys); !s.ok()) return s;
+  std::vector<StoreItem> archives;
+  if (Status s = list_items("archives", archives); !s.ok()) return s;
+  for (const StoreItem& a : archives) {
+    ChunkId aid;
+    if (ParseHexName(a.name, &aid)) {
+      layout.archives.push_back(aid);
+    } else if (a.name.size() == 68 && a.name.compare(64, 4, ".del") == 0 && ParseHexName(a.name.substr(0, 64), nullptr)) {
+      layout.deleted_archives++;
+    } else {
+      layout.findings.push_back(LayoutFinding(Severity::kWarning, Stage::kSegment, "archives/" + a.name,
+                                              "has an invalid name (not an archive id); ignored"));
+    }
+  }
+  std::sort(layout.archives.begin(), layout.archives.end());
+  layout.chunkindex_invalid = fs::exists(root / "cache" / "chunkindex-invalid", ec);
+  return layout;
+}
+
+}  // namespace borgcheck::repo
