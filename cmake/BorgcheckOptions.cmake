@@ -12,10 +12,24 @@ if(BORGCHECK_SANITIZE)
   target_link_options(borgcheck_defaults INTERFACE -fsanitize=${BORGCHECK_SANITIZE})
 endif()
 if(BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH)
-  if(CMAKE_BUILD_TYPE STREQUAL "Release")
+  if(CMAKE_BUILD_TYPE STREQUAL "Release" OR CMAKE_BUILD_TYPE STREQUAL "MinSizeRel")
     message(FATAL_ERROR "BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH must never be set in a Release build")
   endif()
+  # Only a libFuzzer build may skip authentication (docs/fuzzing.md); ci/fuzz-smoke proves it.
+  if(NOT BORGCHECK_BUILD_FUZZERS)
+    message(FATAL_ERROR "BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH is only allowed with BORGCHECK_BUILD_FUZZERS=ON")
+  endif()
   target_compile_definitions(borgcheck_defaults INTERFACE BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH=1)
+endif()
+# libFuzzer builds (clang only): coverage instrumentation and ASan/UBSan on every target, so
+# that the fuzzers see into the libraries; fuzz/CMakeLists.txt links the fuzzer main.
+if(BORGCHECK_BUILD_FUZZERS)
+  if(NOT CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+    message(FATAL_ERROR "BORGCHECK_BUILD_FUZZERS needs clang (libFuzzer); use the 'fuzz' preset")
+  endif()
+  target_compile_options(borgcheck_defaults INTERFACE -fsanitize=fuzzer-no-link,address,undefined
+                         -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  target_link_options(borgcheck_defaults INTERFACE -fsanitize=address,undefined)
 endif()
 
 # borgcheck_library(NAME ALIAS sources...): one static library per folder.
@@ -38,6 +52,11 @@ function(borgcheck_test name)
   if(T_LABELS)
     set(labels ${T_LABELS})
   endif()
+  # Which test binaries carry each label, so a gate can build just those (ci/tsan builds the
+  # `concurrency` and `cli` ones: see tests/concurrency/CMakeLists.txt).
+  foreach(label IN LISTS labels)
+    set_property(GLOBAL APPEND PROPERTY BORGCHECK_TEST_TARGETS_${label} ${name})
+  endforeach()
   # Catch2 v2's discovery flattens PROPERTIES into one list, so a multi-label value would
   # arrive broken; set labels and environment on the discovered tests from an include file
   # that runs after Catch has defined <name>_TESTS.
