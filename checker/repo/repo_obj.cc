@@ -1,0 +1,165 @@
+// The borg 2 RepoObj layer (see repo_obj.h).
+#include "checker/repo/repo_obj.h"
+
+#include <exception>
+#include <msgpack.hpp>
+
+#include <fmt/format.h>
+
+namespace borgcheck::repo {
+namespace {
+
+constexpr size_t kMsgpackMaxDepth = 16;
+
+bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
+  try {
+    const size_t n = buf.size();
+    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
+    size_t off = 0;
+    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, nullptr, nullptr, limit);
+    if (off != n) {
+      error = "extra bytes after the msgpack value";
+      return false;
+    }
+    return true;
+  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
+    error = e.what();
+    return false;
+  }
+}
+
+const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
+  const msgpack::object* found = nullptr;
+  for (uint32_t i = 0; i < map.via.map.size; ++i) {
+    const msgpack::object& k = map.via.map.ptr[i].key;
+    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
+        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
+      found = &map.via.map.ptr[i].val;
+    }
+  }
+  return found;
+}
+
+enum class Field { kAbsent, kOk, kWrongType };
+
+Field GetUint(const msgpack::object& map, const char* key, uint64_t& out) {
+  const msgpack::object* o = Find(map, key);
+  if (o == nullptr) return Field::kAbsent;
+  if (o->type != msgpack::type::POSITIVE_INTEGER) return Field::kWrongType;
+  out = o->via.u64;
+  return Field::kOk;
+}
+
+}  // namespace
+
+bool SplitRepoObjV2(Bytes payload, RepoObjEnvelopes& out, std::string* why) {
+  if (payload.size() < 2) {
+    if (why) *why = fmt::format("object of {} bytes is too short for its meta length field", payload.size());
+    return false;
+  }
+  size_t meta_len = size_t(payload[0]) | size_t(payload[1]) << 8;
+  if (2 + meta_len > payload.size()) {
+    if (why) {
+      *why = fmt::format("meta length {} runs past the end of the {}-byte object", meta_len, payload.size());
+    }
+    return false;
+  }
+  out.meta = payload.subspan(2, meta_len);
+  out.data = payload.subspan(2 + meta_len);
+  return true;
+}
+
+bool ParseObjMeta(Bytes msgpack, ObjMeta& out, std::string* why) {
+  auto fail = [&](std::string m) {
+    if (why) *why = "object metadata: " + std::move(m);
+    return false;
+  };
+  msgpack::object_handle oh;
+  std::string err;
+  if (!UnpackWhole(msgpack, oh, err)) return fail("not valid msgpack (" + err + ")");
+  const msgpack::object& m = oh.get();
+  if (m.type != msgpack::type::MAP) return fail("not a msgpack map");
+  out = ObjMeta();
+  for (auto [key, dst] : {std::pair<const char*, uint64_t*>{"ctype", &out.ctype},
+                          {"clevel", &out.clevel}, {"csize", &out.csize}}) {
+    switch (GetUint(m, key, *dst)) {
+      case Field::kAbsent: return fail(std::string("`") + key + "` is missing");
+      case Field::kWrongType: return fail(std::string("`") + key + "` is not a non-negative integer");
+      case Field::kOk: break;
+    }
+  }
+  for (auto [key, dst] : {std::pair<const char*, std::optional<uint64_t>*>{"size", &out.size},
+                          {"psize", &out.psize}, {"olevel", &out.olevel}}) {
+    uint64_t v = 0;
+    switch (GetUint(m, key, v)) {
+      case Field::kAbsent: break;
+      case Field::kWrongType: return fail(std::string("`") + key + "` is not a non-negative integer");
+      case Field::kOk: *dst = v; break;
+    }
+  }
+  if (const msgpack::object* t = Find(m, "type")) {
+    if (t->type != msgpack::type::STR && t->type != msgpack::type::BIN) return fail("`type` is not a string");
+    out.type.emplace(t->via.str.ptr, t->via.str.size);
+  }
+  return true;
+}
+
+codecs::CodecId CodecFromCtype(uint64_t ctype) {
+  switch (ctype) {
+    case 0: return codecs::CodecId::kNone;
+    case 1: return codecs::CodecId::kLz4;
+    case 2: return codecs::CodecId::kLzma;
+    case 3: return codecs::CodecId::kZstd;
+    case 5: return codecs::CodecId::kZlib;
+    default: return codecs::CodecId::kUnknown;
+  }
+}
+
+ObjDecodeResult DecodeObjData(const ObjMeta& meta, Bytes data, codecs::Decompressor& decompressor,
+                              ByteBuffer& out) {
+  out.Clear();
+  if (meta.csize != data.size()) {
+    return {ObjDecodeError::kCsizeMismatch,
+            fmt::format("csize {} != len(data) {}", meta.csize, data.size())};
+  }
+  const uint64_t psize = meta.psize.value_or(meta.csize);
+  if (psize > meta.csize) {
+    return {ObjDecodeError::kPsizeTooLarge, fmt::format("psize {} > csize {}", psize, meta.csize)};
+  }
+  const codecs::CodecId codec = CodecFromCtype(meta.ctype);
+  if (codec == codecs::CodecId::kUnknown) {
+    return {ObjDecodeError::kUnknownCodec, fmt::format("unknown compression type {}", meta.ctype)};
+  }
+  std::optional<size_t> expected;
+  if (meta.size) {
+    if (*meta.size > decompressor.max_output()) {
+      return {ObjDecodeError::kDecompression,
+              fmt::format("size {} exceeds the limit of {} bytes", *meta.size, decompressor.max_output())};
+    }
+    expected = size_t(*meta.size);
+  }
+  codecs::DecodeResult r = decompressor.DecodeRaw(codec, data.first(size_t(psize)), expected, out);
+  if (!r.ok) {
+    return {ObjDecodeError::kDecompression,
+            fmt::format("{}: {}", codecs::CodecName(codec), r.error)};
+  }
+  for (uint8_t b : data.subspan(size_t(psize))) {
+    if (b != 0) {
+      return {ObjDecodeError::kNonZeroPadding,
+              "obfuscation padding is not all zero bytes (the stored object was altered after it "
+              "was written; borg does not check this)"};
+    }
+  }
+  return {};
+}
+
+std::optional<uint64_t> ManifestVersion(Bytes manifest_plaintext) {
+  msgpack::object_handle oh;
+  std::string err;
+  if (!UnpackWhole(manifest_plaintext, oh, err) || oh.get().type != msgpack::type::MAP) return std::nullopt;
+  uint64_t v = 0;
+  if (GetUint(oh.get(), "version", v) != Field::kOk) return std::nullopt;
+  return v;
+}
+
+}  // namespace borgcheck::repo
