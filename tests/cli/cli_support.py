@@ -1,0 +1,320 @@
+"""Shared support for borgcheck's end-to-end CLI tests (tests/cli/test_*.py).
+
+Every test script is run by CTest as
+
+    python3 test_<concern>.py BORGCHECK_BINARY SHARED_DIR [unittest arguments]
+
+and calls cli_support.main(), which takes the first two arguments and hands the rest to
+unittest. By hand, BORGCHECK_BINARY and BORGCHECK_SHARED_DIR in the environment work too.
+
+The contract every test relies on (CliTestCase):
+  * Each test gets its own temporary folder holding the repository copies it uses (the
+    fixtures under SHARED_DIR are read-only and never used in place; the tests run as any
+    user, root included, so "read-only" permissions alone would not protect them), a HOME
+    and a working directory for borgcheck.
+  * Every borgcheck run gets a minimal environment: PATH, HOME (the test's own, empty), LC_ALL,
+    sanitizer options if set, and what the test passes; no BORG_* variable leaks in from the
+    caller. It runs in a new session, so it has no controlling terminal and cannot prompt.
+  * Every run is bracketed by a snapshot of the whole temporary folder: kind, size, mtime_ns
+    and sha256 of every file, kind and mtime_ns of every directory. A run that changes,
+    adds or removes anything (a lock, a cache, a rewritten config or index) fails its test.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import unittest
+
+sys.dont_write_bytecode = True
+
+BINARY = os.environ.get("BORGCHECK_BINARY", "")
+SHARED = os.environ.get("BORGCHECK_SHARED_DIR", "")
+DOCS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "docs")
+
+PASSPHRASE = "test"  # every encrypted fixture's passphrase (fixtures README)
+
+# Chunk ids, locations and sizes of the fixtures, from fixtures/borg1/EXPECTED.tsv and the
+# corruption records in fixtures/borg1/expected/.
+MAC_REPOKEY_CHUNK = "97f70ee6c177b4921d2b27bc0ed943c35d98338c1e9f0c6a566cf3d075bf69da"
+
+# Exit codes (checker/report/exit_codes.h, docs/cli.md).
+EXIT_OK = 0
+EXIT_WARNINGS = 1
+EXIT_COULD_NOT_RUN = 2
+EXIT_NO_REPO = 13
+EXIT_NOT_A_REPO = 15
+EXIT_KEY_FILE_NOT_FOUND = 42
+EXIT_WRONG_PASSPHRASE = 52
+EXIT_LOCK_HELD = 73
+EXIT_INTEGRITY_ERRORS = 90
+EXIT_SIGNAL_BASE = 128
+
+# Environment variables passed through to borgcheck when the caller sets them.
+_PASSTHROUGH = ("ASAN_OPTIONS", "UBSAN_OPTIONS", "TSAN_OPTIONS", "LSAN_OPTIONS", "LLVM_PROFILE_FILE")
+
+
+def main():
+    global BINARY, SHARED
+    args = sys.argv[1:]
+    if len(args) >= 2 and not args[0].startswith("-"):
+        BINARY, SHARED = args[0], args[1]
+        args = args[2:]
+    if not BINARY or not SHARED:
+        sys.exit("usage: %s BORGCHECK_BINARY SHARED_DIR [unittest args]" % sys.argv[0])
+    BINARY = os.path.abspath(BINARY)
+    SHARED = os.path.abspath(SHARED)
+    if not os.access(BINARY, os.X_OK):
+        sys.exit("borgcheck binary %s is missing or not executable (build the borgcheck target)" % BINARY)
+    if not os.path.isdir(fixture_path("")):
+        sys.exit("no borg1 fixtures under %s" % SHARED)
+    unittest.main(argv=[sys.argv[0]] + args, verbosity=2)
+
+
+def fixture_path(rel):
+    return os.path.join(SHARED, "fixtures", "borg1", rel)
+
+
+def expected_rows():
+    """fixtures/borg1/EXPECTED.tsv as {repo: (outcome class, [bad chunk ids])}."""
+    rows = {}
+    with open(fixture_path("EXPECTED.tsv"), encoding="utf-8") as f:
+        next(f)
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            ids = [] if cols[2] == "-" else cols[2].split(",")
+            rows[cols[0]] = (cols[1], ids)
+    return rows
+
+
+def corrupt_cases():
+    """The damaged repositories under fixtures/borg1/corrupt (folders only)."""
+    root = fixture_path("corrupt")
+    return sorted(n for n in os.listdir(root) if os.path.isfile(os.path.join(root, n, "config")))
+
+
+def make_writable(root):
+    """chmod -R u+w: copies of the read-only fixtures must be damageable and removable."""
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in [dirpath] + [os.path.join(dirpath, n) for n in dirnames + filenames]:
+            st = os.lstat(name)
+            if not stat.S_ISLNK(st.st_mode):
+                os.chmod(name, stat.S_IMODE(st.st_mode) | stat.S_IWUSR)
+
+
+def _sha256(path, st):
+    """sha256 of the file's bytes. A sparse file (fewer blocks than its size needs, as the
+    long-run test's 1 GiB segment) is digested as its size plus its data extents (offset,
+    length, bytes), skipping the holes: any write to it still changes the digest, and hashing
+    a gigabyte of zeros per run is avoided."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        sparse = st.st_blocks * 512 < st.st_size and hasattr(os, "SEEK_DATA")
+        if not sparse:
+            while True:
+                block = f.read(1 << 20)
+                if not block:
+                    break
+                h.update(block)
+            return h.hexdigest()
+        fd = f.fileno()
+        h.update(b"sparse %d\n" % st.st_size)
+        pos = 0
+        while pos < st.st_size:
+            try:
+                data = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError:  # ENXIO: only a hole is left
+                break
+            end = os.lseek(fd, data, os.SEEK_HOLE)
+            h.update(b"extent %d %d\n" % (data, end - data))
+            f.seek(data)
+            left = end - data
+            while left:
+                block = f.read(min(left, 1 << 20))
+                if not block:
+                    break
+                h.update(block)
+                left -= len(block)
+            pos = end
+    return "sparse:" + h.hexdigest()
+
+
+def snapshot(root):
+    """{relative path: state} for everything under root (root itself is ".")."""
+    state = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in [dirpath] + [os.path.join(dirpath, n) for n in sorted(dirnames + filenames)]:
+            rel = os.path.relpath(name, root)
+            if rel in state:
+                continue
+            st = os.lstat(name)
+            if stat.S_ISDIR(st.st_mode):
+                state[rel] = ("dir", st.st_mtime_ns)
+            elif stat.S_ISREG(st.st_mode):
+                state[rel] = ("file", st.st_size, st.st_mtime_ns, _sha256(name, st))
+            elif stat.S_ISLNK(st.st_mode):
+                state[rel] = ("symlink", os.readlink(name))
+            else:
+                state[rel] = ("other", stat.S_IFMT(st.st_mode), st.st_mtime_ns)
+    return state
+
+
+def snapshot_diff(before, after):
+    lines = []
+    for rel in sorted(set(before) | set(after)):
+        if rel not in before:
+            lines.append("added:   %s %r" % (rel, after[rel]))
+        elif rel not in after:
+            lines.append("removed: %s %r" % (rel, before[rel]))
+        elif before[rel] != after[rel]:
+            lines.append("changed: %s %r -> %r" % (rel, before[rel], after[rel]))
+    return lines
+
+
+class RunResult:
+    """One finished run: rc, stdout/stderr as text, and stdout_bytes exactly as written."""
+
+    def __init__(self, args, rc, stdout, stderr):
+        self.args, self.rc = args, rc
+        self.stdout_bytes = stdout
+        self.stdout = stdout.decode("utf-8", "replace")
+        self.stderr = stderr.decode("utf-8", "replace")
+
+    def __repr__(self):
+        return "borgcheck %s -> rc %r\nstdout:\n%s\nstderr:\n%s" % (
+            " ".join(self.args), self.rc, self.stdout, self.stderr)
+
+
+def parse_json_lines(test, result):
+    """Every stdout line is one JSON object with a string `type`; returns the list."""
+    records = []
+    test.assertTrue(result.stdout.endswith("\n") or result.stdout == "", result)
+    for line in result.stdout.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError as e:
+            test.fail("stdout line is not JSON (%s): %r\n%r" % (e, line, result))
+        test.assertIsInstance(rec, dict, line)
+        test.assertIsInstance(rec.get("type"), str, line)
+        records.append(rec)
+    return records
+
+
+class CliTestCase(unittest.TestCase):
+    """A test with its own temporary folder; every borgcheck run in it is checked read-only."""
+
+    maxDiff = None
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="borgcheck-cli-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+        self.home = os.path.join(self.tmp, "home")
+        self.cwd = os.path.join(self.tmp, "cwd")
+        os.mkdir(self.home)
+        os.mkdir(self.cwd)
+
+    # -- fixtures -------------------------------------------------------------------------
+
+    def copy_fixture(self, rel, name=None):
+        """Copies fixtures/borg1/<rel> (a repository or a keys folder) into the test folder."""
+        dest = os.path.join(self.tmp, name or rel.replace("/", "_"))
+        shutil.copytree(fixture_path(rel), dest, symlinks=True)
+        make_writable(dest)
+        return dest
+
+    def copy_keys(self, key_set="v1.2.4"):
+        return self.copy_fixture(key_set + "/keys", key_set + "_keys")
+
+    # -- running ----------------------------------------------------------------------------
+
+    def environment(self, env):
+        full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home, "LC_ALL": "C"}
+        for k in _PASSTHROUGH:
+            if k in os.environ:
+                full[k] = os.environ[k]
+        for k, v in (env or {}).items():
+            if v is None:
+                full.pop(k, None)
+            else:
+                full[k] = v
+        return full
+
+    def start(self, args, env=None, pass_fds=()):
+        """Starts borgcheck with stdout/stderr pipes; finish() must be called on the result."""
+        before = snapshot(self.tmp)
+        proc = subprocess.Popen([BINARY] + list(args), env=self.environment(env), cwd=self.cwd,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, pass_fds=pass_fds, start_new_session=True)
+        proc.snapshot_before = before
+        proc.cli_args = list(args)
+        self.addCleanup(self._reap, proc)
+        return proc
+
+    def finish(self, proc, timeout=60):
+        out, err = proc.communicate(timeout=timeout)
+        result = RunResult(proc.cli_args, proc.returncode, out, err)
+        return self.check_finished(proc, result)
+
+    def check_finished(self, proc, result):
+        """The read-only check for a run whose output the test collected itself."""
+        self.assert_unchanged(proc.snapshot_before, result)
+        return result
+
+    @staticmethod
+    def _reap(proc):
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+        for f in (proc.stdout, proc.stderr):
+            if f:
+                f.close()
+
+    def run_borgcheck(self, args, env=None, pass_fds=(), timeout=60):
+        return self.finish(self.start(args, env, pass_fds), timeout)
+
+    def assert_unchanged(self, before, result):
+        diff = snapshot_diff(before, snapshot(self.tmp))
+        if diff:
+            self.fail("borgcheck wrote into the test folder (repository copies, HOME, cwd):\n  " +
+                      "\n  ".join(diff) + "\n%r" % result)
+
+    # -- assertions -------------------------------------------------------------------------
+
+    def assert_rc(self, result, rc):
+        self.assertEqual(result.rc, rc, result)
+
+    def assert_error_exit(self, result, rc, *needles):
+        """A could-not-run stop in text mode: exit code, nothing on stdout, one stderr line
+        "borgcheck: <message>" containing every needle."""
+        self.assert_rc(result, rc)
+        self.assertEqual(result.stdout, "", result)
+        lines = result.stderr.splitlines()
+        self.assertEqual(len(lines), 1, result)
+        self.assertTrue(lines[0].startswith("borgcheck: "), result)
+        for n in needles:
+            self.assertIn(n, lines[0], result)
+        return lines[0]
+
+    def json_records(self, result):
+        return parse_json_lines(self, result)
+
+
+# The text summary line (checker/report/output.cc, TextReporter::PrintSummary); its elapsed
+# time and rate vary from run to run.
+_TIME_FIELDS = re.compile(r", \d+\.\d\ds, (?:-|\d+(?:\.\d)? (?:B|KiB|MiB|GiB|TiB|PiB)/s), (\d+) threads: "
+                          r"(ok|warnings|integrity-errors)$", re.M)
+
+
+def mask_times(text):
+    """Replaces the elapsed time and rate of text summary lines by <T>s and <RATE>."""
+    return _TIME_FIELDS.sub(lambda m: ", <T>s, <RATE>, %s threads: %s" % (m.group(1), m.group(2)), text)

@@ -1,0 +1,98 @@
+"""--version and --help, and docs/cli.md kept in step with --help: the help text is quoted
+verbatim, every option has a row in the options table, every exit code and environment
+variable the help names has a row in its table."""
+
+import os
+import re
+import sys
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import cli_support as cs  # noqa: E402
+from cli_support import CliTestCase  # noqa: E402
+
+SOURCE_DIR = os.path.dirname(cs.DOCS)
+
+
+def read(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+def table_rows(doc):
+    """First cells of every Markdown table row."""
+    return [line.split("|")[1].strip() for line in doc.splitlines() if line.startswith("| ")]
+
+
+class VersionAndHelp(CliTestCase):
+    def test_version(self):
+        m = re.search(r"project\(borgcheck VERSION ([0-9.]+)", read(os.path.join(SOURCE_DIR, "CMakeLists.txt")))
+        self.assertIsNotNone(m)
+        r = self.run_borgcheck(["--version"])
+        self.assertEqual((r.rc, r.stdout, r.stderr), (0, "borgcheck %s\n" % m.group(1), ""))
+
+    def test_help_exits_0(self):
+        for args in (["--help"], ["-h"], ["--json", "--help"], ["--help", "/some/repo"]):
+            with self.subTest(args=args):
+                r = self.run_borgcheck(args)
+                self.assert_rc(r, 0)
+                self.assertEqual(r.stderr, "")
+                self.assertTrue(r.stdout.startswith(
+                    "borgcheck: verify a BorgBackup repository independently and in parallel.\n"), r)
+                self.assertIn("\nUsage: borgcheck [OPTIONS] [REPO]\n", r.stdout)
+
+
+class DocsMatchHelp(CliTestCase):
+    def setUp(self):
+        super().setUp()
+        r = self.run_borgcheck(["--help"])
+        self.assert_rc(r, 0)
+        self.help = r.stdout
+        self.doc = read(os.path.join(cs.DOCS, "cli.md"))
+
+    def help_options(self):
+        opts = []
+        for line in self.help.splitlines():
+            m = re.match(r"^  (-\w,)?(--[\w-]+)", line)
+            if m:
+                if m.group(1):
+                    opts.append(m.group(1)[:-1])
+                opts.append(m.group(2))
+        return opts
+
+    def test_help_is_quoted_verbatim(self):
+        # (--help ends with an empty line; the fenced block leaves it out.)
+        block = "```\n" + self.help.rstrip("\n") + "\n```\n"
+        self.assertTrue(block in self.doc, "docs/cli.md must quote `borgcheck --help` verbatim in a "
+                        "fenced block; the help is now:\n" + self.help)
+
+    def test_every_option_has_a_row_in_the_options_table(self):
+        opts = self.help_options()
+        self.assertEqual(opts, ["-h", "--help", "--verify-data", "--threads", "--json", "--progress", "-q", "--quiet",
+                                "--bypass-lock", "--version"])
+        rows = table_rows(self.doc)
+        missing = [o for o in opts + ["REPO"] if not any(re.search(r"`%s[` ]" % re.escape(o), r) for r in rows)]
+        self.assertEqual(missing, [], "options of --help without a row in docs/cli.md's options table")
+        progress_row = next(r for r in self.doc.splitlines() if r.startswith("| `--progress"))
+        for choice in re.search(r"--progress TEXT:\{([a-z,]+)\}", self.help).group(1).split(","):
+            self.assertIn("`%s`" % choice, progress_row)
+
+    def test_every_exit_code_has_a_row(self):
+        para = self.help[self.help.index("Exit codes:"):]
+        para = para[:para.index("\n\n")]
+        codes = re.findall(r"(?:^|[:;] )(\d+(?:\+N)?) ", para.replace("\n", " "))
+        self.assertEqual(codes, ["0", "1", "90", "2", "13", "15", "42", "52", "73", "128+N"])
+        rows = table_rows(self.doc)
+        self.assertEqual([c for c in codes if "`%s`" % c not in rows], [])
+
+    def test_every_environment_variable_has_a_row(self):
+        names = sorted(set(re.findall(r"\bBORG_[A-Z_]+", self.help)))
+        self.assertEqual(names, ["BORG_BASE_DIR", "BORG_KEYS_DIR", "BORG_KEY_FILE", "BORG_PASSCOMMAND",
+                                 "BORG_PASSPHRASE", "BORG_PASSPHRASE_FD", "BORG_REPO"])
+        env_rows = [r for r in table_rows(self.doc) if r.startswith("`BORG_") or r.startswith("`XDG")]
+        self.assertEqual([n for n in names if not any("`%s`" % n in r for r in env_rows)], [])
+
+
+if __name__ == "__main__":
+    cs.main()
