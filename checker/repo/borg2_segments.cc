@@ -595,12 +595,13 @@ Result<Borg2Plan> PlanBorg2Repository(const std::string& path, const Borg2Config
     }
   }
 
-  // 4. Cross-check with the index.
+  // 4. Cross-check with the index. Ids it names that the log cannot give are lost objects.
   if (index) {
     plan.index_checked = true;
     std::map<uint32_t, const Borg2Segment*> planned;
     for (const Borg2Segment& s : plan.segments) planned[s.number] = &s;
     std::set<uint32_t> missing_reported;
+    std::set<Id> live_ids;  // current ids the loop below has already matched (and erased)
     for (const Borg2IndexEntry& ie : index->entries) {
       auto it = current.find(ie.id);
       if (it != current.end()) {
@@ -614,6 +615,7 @@ Result<Borg2Plan> PlanBorg2Repository(const std::string& path, const Borg2Config
                           index->transaction, ie.segment, ie.offset, ie.size, payload),
               s.number, e.offset, &ie.id));
         }
+        live_ids.insert(ie.id);
         current.erase(it);
         continue;
       }
@@ -645,7 +647,9 @@ Result<Borg2Plan> PlanBorg2Repository(const std::string& path, const Borg2Config
                           "(a lost PUT, or a DELETE the index does not know)", index->transaction);
       }
       plan.findings.push_back(MakeFinding(Severity::kError, stage, msg, ie.segment, ie.offset, &ie.id));
+      reported.insert(ie.id);
     }
+    for (const Id& id : reported) plan.lost_objects += !current.count(id) && !live_ids.count(id);
     for (const auto& [id, loc] : current) {
       const Borg2Segment& s = plan.segments[loc.first];
       plan.findings.push_back(MakeFinding(Severity::kWarning, Stage::kIndex,

@@ -150,6 +150,8 @@ struct Borg2Plan {
   uint32_t transaction = 0;
   std::vector<Borg2Segment> segments;  // committed (<= transaction), non-empty, ascending
   uint64_t live_objects = 0;           // current objects found in the log
+  uint64_t lost_objects = 0;           // objects index.T lists that the log cannot give (each
+                                       // named by an error finding): damaged, truncated, missing
   uint64_t superseded_puts = 0;        // PUT/PUT2 entries that are not current
   uint64_t total_bytes = 0;            // sum of read_limit over `segments`
   bool index_checked = false;          // index.T was usable and compared with the log
