@@ -208,7 +208,12 @@ PackCrossCheck CrossCheckPack(const std::vector<IndexedChunk>& entries, const Pa
       if (b.header.chunk_id == e.chunk_id && b.header.blob_size() == e.entry.size) {
         out.matched.push_back({&e, &b});
         claimed[size_t(it - walk.blobs.begin())] = true;
-      } else if (b.header.chunk_id != e.chunk_id) {
+        continue;
+      }
+      // The entry claims this blob, wrongly: the blob is reported (and verified) as the
+      // indexed chunk, not a second time as an orphan.
+      claimed[size_t(it - walk.blobs.begin())] = true;
+      if (b.header.chunk_id != e.chunk_id) {
         out.unmatched.push_back({&e, "the object at the indexed offset is chunk " + ToHex(Bytes(b.header.chunk_id.data(), 32))});
       } else {
         out.unmatched.push_back({&e, fmt::format("the index says the object is {} bytes, its header says {}",

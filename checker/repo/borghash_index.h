@@ -115,7 +115,8 @@ struct PackCrossCheck {
     std::string why;
   };
   std::vector<Unmatched> unmatched;
-  // Walked blobs no index entry of this pack points at (orphans).
+  // Walked blobs no index entry of this pack points at (orphans). A blob an entry points at
+  // wrongly (another chunk id or size) is not an orphan: it is verified as that entry's chunk.
   std::vector<const WalkedBlob*> orphans;
 };
 

@@ -33,15 +33,20 @@ class TextReporter final : public Reporter {
   }
 
   void PrintSummary(const RunSummary& s, int exit_code) override {
-    for (const std::string& n : s.notes) fmt::print(out_, "note: {}\n", n);
     if (quiet_) return;
+    for (const std::string& n : s.notes) fmt::print(out_, "note: {}\n", n);
+    // borg 2 master keeps objects in packs and has no transactions: `segments` counts packs.
+    std::string where = s.format == "borgstore-v4"
+                            ? fmt::format("{} packs ({})", s.segments, s.live_list_source)
+                            : fmt::format("{} segments, transaction {} ({})", s.segments,
+                                          s.transaction, s.live_list_source);
     fmt::print(out_,
-               "{} {}: {} of {} objects verified ({} stored, {} plaintext) in {} segments, "
-               "transaction {} ({}), {} errors, {} warnings, {:.2f}s, {}, {} threads: {}\n",
+               "{} {}: {} of {} objects verified ({} stored, {} plaintext) in {}, "
+               "{} errors, {} warnings, {:.2f}s, {}, {} threads: {}\n",
                s.verify_data ? "verify-data" : "repository check (keyless)",
                s.mode.empty() ? s.format : s.format + " " + s.mode, s.objects_verified,
                s.objects_total, FormatBytes(s.stored_bytes), FormatBytes(s.plaintext_bytes),
-               s.segments, s.transaction, s.live_list_source, s.errors, s.warnings, s.elapsed_s,
+               where, s.errors, s.warnings, s.elapsed_s,
                Rate(s.bytes_read, s.elapsed_s), s.threads, VerdictName(exit_code));
     std::fflush(out_);
   }

@@ -151,7 +151,19 @@ Result<MasterKey> LoadMasterKey(const repo::BorgstoreLayout& layout, std::vector
   for (const Candidate& c : cands) {
     if (c.blob) usable.push_back(&c);
   }
+  // A repokey item that does not match its name is damaged: no passphrase can help.
+  auto corrupted_status = [&]() -> std::optional<Status> {
+    for (const Candidate& c : cands) {
+      if (c.name_mismatch) {
+        return Status(StatusCode::kCorruptMetadata,
+                      "the repository key item " + c.where + " is corrupted: its content does not match its name "
+                      "(sha256), so no passphrase can unlock it (borg reports this as a wrong passphrase)");
+      }
+    }
+    return std::nullopt;
+  };
   if (usable.empty()) {
+    if (std::optional<Status> s = corrupted_status()) return *s;
     if (cands.empty()) {
       return Status(StatusCode::kKeyNotFound,
                     "No key found for repository " + layout.path + " (" + layout.id_hex + "): it has no keys/ item and " +
@@ -201,13 +213,7 @@ Result<MasterKey> LoadMasterKey(const repo::BorgstoreLayout& layout, std::vector
     }
     if (r.status().code() != StatusCode::kWrongPassphrase) return r.status();
     // 4. No key unlocked: a damaged repokey item explains it better than "wrong passphrase".
-    for (const Candidate& c : cands) {
-      if (c.name_mismatch) {
-        return Status(StatusCode::kCorruptMetadata,
-                      "the repository key item " + c.where + " is corrupted: its content does not match its name "
-                      "(sha256), so no passphrase can unlock it (borg reports this as a wrong passphrase)");
-      }
-    }
+    if (std::optional<Status> s = corrupted_status()) return *s;
     std::string where;
     for (const Candidate* c : usable) where += (where.empty() ? "" : ", ") + c->where;
     return Status(StatusCode::kWrongPassphrase, "the passphrase " + source + " is incorrect for the key(s) " + where +
