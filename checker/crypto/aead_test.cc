@@ -43,7 +43,7 @@ SplitObject Split(const Vec& payload) {
           Vec(payload.begin() + 2 + long(meta_len), payload.end())};
 }
 
-TEST_CASE("session keys: HKDF-SHA512 reproduces every b5 vector; SHA-256 does not", "[aead]") {
+TEST_CASE("session keys: HKDF-SHA512 reproduces every b5 vector, SHA-256 does not", "[aead]") {
   int checked = 0;
   for (const char* repo : kVectorRepos) {
     RepoVectors rv = ParseVectors(B5Dir() + "/expected/" + repo + ".vectors.txt");

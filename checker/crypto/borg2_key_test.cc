@@ -68,7 +68,7 @@ TEST_CASE("borg2 keys: fixture key files and repokeys decrypt to the recorded ke
   }
 }
 
-TEST_CASE("borg2 keys: a damaged blob reads as a wrong passphrase; malformed ones are refused",
+TEST_CASE("borg2 keys: a damaged blob reads as a wrong passphrase, malformed ones are refused",
           "[borg2key]") {
   std::string b64 = KeyFileBase64(B5Dir() + "/keyfile-chacha20-poly1305.key");
   std::string raw;
@@ -226,7 +226,7 @@ TEST_CASE("borg2 id hashes reproduce real chunk ids (sha256, HMAC-SHA256, BLAKE2
   }
 }
 
-TEST_CASE("borg2 id hashes agree with one-shot references; BLAKE2b is not the keyed mode", "[borg2key]") {
+TEST_CASE("borg2 id hashes agree with one-shot references, BLAKE2b is not the keyed mode", "[borg2key]") {
   Vec key128(128), key32(32), msg(3000);
   for (size_t i = 0; i < key128.size(); ++i) key128[i] = uint8_t(i * 7 + 1);
   for (size_t i = 0; i < key32.size(); ++i) key32[i] = uint8_t(i + 100);

@@ -238,7 +238,7 @@ TEST_CASE("b5 plan: every clean fixture replays to borg's object count with no f
   }
 }
 
-TEST_CASE("b5 plan: a damaged entry header spoils only its entry; the walk resynchronises", "[borg2seg]") {
+TEST_CASE("b5 plan: a damaged entry header spoils only its entry, the walk resynchronises", "[borg2seg]") {
   Borg2Plan p = PlanOf(B5() + "/corrupt/chpo-entry-header-crc");
   std::vector<const Finding*> errors = Errors(p);
   REQUIRE(errors.size() == 1);
@@ -252,6 +252,7 @@ TEST_CASE("b5 plan: a damaged entry header spoils only its entry; the walk resyn
   CHECK(f.message.find("the walk resumes at offset") != std::string::npos);
   CHECK(p.findings.size() == 1);  // the other 144 objects of segment 2 match the index
   CHECK(p.live_objects == 145);
+  CHECK(p.lost_objects == 1);
 }
 
 TEST_CASE("b5 plan: a truncated segment names every object after the cut", "[borg2seg]") {
@@ -273,6 +274,7 @@ TEST_CASE("b5 plan: a truncated segment names every object after the cut", "[bor
   }
   CHECK(got == want);
   CHECK(p.live_objects == intact.live_objects - want.size());
+  CHECK(p.lost_objects == want.size());
 }
 
 TEST_CASE("b5 plan: a segment cut at an entry boundary loses the rest by the index", "[borg2seg]") {
@@ -303,6 +305,7 @@ TEST_CASE("b5 plan: a deleted segment names every object it held", "[borg2seg]")
     with_id += f->chunk_id.has_value();
   }
   CHECK(with_id == in_seg2);
+  CHECK(p.lost_objects == in_seg2);
 }
 
 TEST_CASE("b5 plan: without index.T the log alone is used, and a note says so", "[borg2seg]") {

@@ -82,8 +82,11 @@ IntegrityOutcome CheckIndexIntegrity(Bytes index_bytes, const std::string& index
   };
   std::string index_json;
   try {
-    msgpack::object_handle oh =
-        msgpack::unpack(reinterpret_cast<const char*>(integrity_bytes.data()), integrity_bytes.size());
+    // Limits sized by the input: a damaged length prefix must not make msgpack allocate more
+    // than the file could describe (found by fuzz/index_fuzzer).
+    const size_t n = integrity_bytes.size();
+    msgpack::object_handle oh = msgpack::unpack(reinterpret_cast<const char*>(integrity_bytes.data()), n,
+                                                nullptr, nullptr, msgpack::unpack_limit(n, n, n, n, n, 32));
     const msgpack::object& root = oh.get();
     if (root.type != msgpack::type::MAP) return fail(IntegrityOutcome::kMalformed, "integrity file is not a map");
     for (uint32_t i = 0; i < root.via.map.size; ++i) {

@@ -52,7 +52,7 @@ TEST_CASE("RepoObj v2: split by the u16 meta length", "[repoobj]") {
   CHECK(e.data.empty());
 }
 
-TEST_CASE("RepoObj meta: real b5 maps parse; malformed ones are refused", "[repoobj]") {
+TEST_CASE("RepoObj meta: real b5 maps parse, malformed ones are refused", "[repoobj]") {
   ObjMeta m;
   std::string why;
   // {'size': 8963, 'ctype': 3, 'clevel': 3, 'csize': 4908} from repokey-chacha20-poly1305.vectors.txt
