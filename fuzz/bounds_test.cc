@@ -108,6 +108,9 @@ class ScopedAllocationProbe {
 
 constexpr size_t kKiB = 1024;
 constexpr size_t kMiB = 1024 * 1024;
+// msgpack-c's zone allocates in chunks of 8 KiB (+ its header): the most rejected msgpack
+// input may cost, whatever it claims.
+constexpr size_t kMsgpackChunk = 8 * kKiB + 64;
 
 std::string IndexHeader(uint32_t num_entries, uint32_t num_buckets) {
   std::string h = "BORG_IDX";
@@ -232,6 +235,20 @@ TEST_CASE("a run over a repository whose index claims 2^31-1 buckets reports the
   CHECK(probe.largest() < 64 * kMiB);  // the reader's windows; nothing near 80 GiB
 }
 
+TEST_CASE("an integrity file whose msgpack claims a 2^32-1 element array is malformed, "
+          "not allocated", "[bounds][index]") {
+  // Found by fuzz/index_fuzzer (corpus/index/crash-integrity-array32-claims-4g): msgpack-c
+  // allocated the claimed element count (0xdddddddd objects) before reading any of them.
+  const std::string index = IndexHeader(0, 1) + std::string(32, '\0') + std::string(8, '\xff');
+  const std::string integrity = std::string("\x81\xa5index\xdd\xff\xff\xff\xff", 12) + "{}";
+  std::string why;
+  ScopedAllocationProbe probe;
+  CHECK(repo::CheckIndexIntegrity(AsBytes(index), "index.1", AsBytes(integrity), &why) ==
+        repo::IntegrityOutcome::kMalformed);
+  CHECK(why == "integrity file: array size overflow");
+  CHECK(probe.largest() <= kMsgpackChunk);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Segment entries
 
@@ -277,10 +294,6 @@ Status DecryptStatus(const std::string& base64) {
   REQUIRE_FALSE(k.ok());
   return k.status();
 }
-
-// msgpack-c's zone allocates in chunks of 8 KiB (+ its header): the most a rejected blob may
-// cost, whatever it claims.
-constexpr size_t kMsgpackChunk = 8 * kKiB + 64;
 
 // msgpack str: fixstr for short keys.
 std::string Str(const std::string& s) { return std::string(1, char(0xa0 | s.size())) + s; }
