@@ -27,6 +27,7 @@ enum class StatusCode {
   kRepositoryChanged,   // the repository changed under us during the run
   kIoError,             // read error on a file we need
   kCorruptMetadata,     // a structure we need to even start (config, key blob) is unreadable
+  kInterrupted,         // stopped by a signal before the check finished
   kInternal,            // a bug in borgcheck
 };
 

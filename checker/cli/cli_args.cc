@@ -24,7 +24,7 @@ Result<run::CheckOptions> ValidateArgs(const RawArgs& raw) {
   while (o.repository.size() > 1 && o.repository.back() == '/') o.repository.pop_back();
   o.verify_data = raw.verify_data;
   if (raw.threads < 0 || raw.threads > 1024) {
-    return Status(StatusCode::kInvalidArgument, "--threads must be between 1 and 1024");
+    return Status(StatusCode::kInvalidArgument, "--threads must be between 1 and 1024 (0 or omitted: all online cores)");
   }
   o.threads = raw.threads ? unsigned(raw.threads) : std::max(1u, std::thread::hardware_concurrency());
   o.json = raw.json;

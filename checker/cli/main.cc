@@ -1,6 +1,7 @@
 // borgcheck's main(): parse flags, run the check, print, choose the exit code. No logic.
 #include <csignal>
 #include <cstdio>
+#include <string_view>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -49,6 +50,13 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    bool json = false;
+    for (int i = 1; i < argc; ++i) json |= std::string_view(argv[i]) == "--json";
+    if (json && e.get_exit_code() != 0) {  // keep the JSON contract: one error record
+      report::MakeJsonReporter(stdout)->PrintError(
+          Status(StatusCode::kInvalidArgument, e.what()), report::kExitCouldNotRun);
+      return report::kExitCouldNotRun;
+    }
     int rc = app.exit(e);
     return rc == 0 ? 0 : report::kExitCouldNotRun;
   }

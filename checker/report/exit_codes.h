@@ -53,6 +53,7 @@ inline const char* StatusCodeName(StatusCode c) {
     case StatusCode::kRepositoryChanged: return "repository-changed";
     case StatusCode::kIoError: return "io-error";
     case StatusCode::kCorruptMetadata: return "corrupt-metadata";
+    case StatusCode::kInterrupted: return "interrupted";
     case StatusCode::kInternal: return "internal";
   }
   return "unknown";

@@ -6,7 +6,8 @@
 //    "segment":2|null,"offset":8|null,"location":"[segment 2, offset 8]","message":"...",
 //    "reread":"agreed"}
 //   {"type":"progress","bytes_done":..,"bytes_total":..,"objects_done":..,"objects_total":..,
-//    "rate_bytes_per_s":..,"eta_s":..|null,"elapsed_s":..}
+//    "rate_bytes_per_s":..,"eta_s":..|null,"elapsed_s":..,"final":false}  (the last one,
+//    "final":true, carries the totals reached)
 //   {"type":"summary", ... RunSummary fields ..., "verdict":"ok"|"warnings"|"integrity-errors",
 //    "exit_code":0}
 //   {"type":"error","code":"wrong-passphrase","exit_code":52,"message":"..."}

@@ -102,8 +102,8 @@ class CouldNotRun(CliTestCase):
         cases = [
             (["--progress", "sometimes", "/x"], "--progress: sometimes not in {auto,always,never}"),
             (["--threads", "abc", "/x"], "--threads"),
-            (["--threads", "2000", "/x"], "borgcheck: --threads must be between 1 and 1024"),
-            (["--threads=-1", "/x"], "borgcheck: --threads must be between 1 and 1024"),
+            (["--threads", "2000", "/x"], "borgcheck: --threads must be between 1 and 1024 (0 or omitted: all online cores)"),
+            (["--threads=-1", "/x"], "borgcheck: --threads must be between 1 and 1024 (0 or omitted: all online cores)"),
             (["/x", "/y"], "/y"),
         ]
         for args, needle in cases:
@@ -170,15 +170,15 @@ class RepositoryCodes(CliTestCase):
         with open(cfg, "w") as f:
             f.write(text.replace("\nversion = 1\n", "\nversion = %s\n" % version))
 
-    def test_repository_version_2_exits_15(self):
-        # A borg 1.x repository whose config says version 2 (borg 2.0 betas). This pins the
-        # state before borgcheck verifies version 2 repositories.
+    def test_repository_version_9_exits_15(self):
+        # An INI config naming a repository version no borg has written (1 is borg 1.x, 2 the
+        # 2.0 betas up to b9, which borgcheck verifies).
         repo = self.copy_fixture("v1.2.4/repos/repokey")
-        self.set_config_version(repo, 2)
+        self.set_config_version(repo, 9)
         for args, env in (([repo], {}), (["--verify-data", repo], VERIFY)):
             with self.subTest(args=args):
                 r = self.run_borgcheck(args, env)
-                self.assert_error_exit(r, cs.EXIT_NOT_A_REPO, "unsupported repository version 2", repo)
+                self.assert_error_exit(r, cs.EXIT_NOT_A_REPO, "unsupported repository version 9", repo)
 
     def test_unknown_repository_version_exits_15(self):
         repo = self.copy_fixture("v1.2.4/repos/repokey")

@@ -150,7 +150,7 @@ class LongRun(CliTestCase):
         self.assert_rc(r, cs.EXIT_SIGNAL_BASE + signo)
         self.assertEqual(r.stderr, "")
         records = self.json_records(r)
-        self.assertEqual(records[-1], {"type": "error", "code": "internal", "exit_code": 128 + signo,
+        self.assertEqual(records[-1], {"type": "error", "code": "interrupted", "exit_code": 128 + signo,
                                        "message": "stopped by signal %d before the check finished" % signo})
         self.assertEqual({x["type"] for x in records[:-1]}, {"progress"}, r)  # no findings, no summary
         self.assertTrue(records[-2]["final"], r)
