@@ -29,7 +29,6 @@ using report::Stage;
 
 namespace {
 
-constexpr uint64_t kMaxConfigItem = 1 << 20;  // manifest, id, readme: small files
 constexpr uint32_t kMsgpackMaxDepth = 16;
 
 bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
