@@ -30,6 +30,7 @@ struct CodecCase {
   Vec payload;           // borg 1.x payload (header included) or a raw body
   std::optional<CodecId> raw_codec;  // set: decode with DecodeRaw(raw_codec, payload, size)
   std::optional<size_t> raw_size;
+  size_t plain_size = 0;  // plaintext size, where a test needs it
   // The main thread's result, filled by ComputeReference().
   DecodeResult reference;
   Vec reference_out;
@@ -115,8 +116,8 @@ std::vector<CodecCase> MakeRawCases(uint32_t seed_base) {
   return cases;
 }
 
-void ComputeReference(std::vector<CodecCase>& cases) {
-  Decompressor d;
+void ComputeReference(std::vector<CodecCase>& cases, size_t max_output = codecs::kBorgMaxDataSize) {
+  Decompressor d(max_output);
   ByteBuffer out;
   for (CodecCase& c : cases) {
     c.reference = Decode(d, c, out);
@@ -127,10 +128,11 @@ void ComputeReference(std::vector<CodecCase>& cases) {
 // Runs every case `rounds` times on each of kThreads threads (each thread starts at a
 // different case, so at any moment the threads work on different inputs) and returns a
 // description of every result that differed from the reference.
-std::vector<std::string> RunOnThreads(const std::vector<CodecCase>& cases, int rounds) {
+std::vector<std::string> RunOnThreads(const std::vector<CodecCase>& cases, int rounds,
+                                      size_t max_output = codecs::kBorgMaxDataSize) {
   std::vector<std::vector<std::string>> mismatches(kThreads);  // element t: thread t only
   RunConcurrently(kThreads, [&](size_t t) {
-    Decompressor d;  // one per thread, reused for every input, as a pool worker does
+    Decompressor d(max_output);  // one per thread, reused for every input, as a worker does
     ByteBuffer out;
     const size_t n = cases.size();
     for (int r = 0; r < rounds; ++r) {
@@ -210,6 +212,33 @@ TEST_CASE("all codecs mixed through one Decompressor per thread, borg 1 and raw 
   CHECK(raw_ok == 15);   // 5 codecs x 3 right sizes
   CHECK(raw_bad == 5);   // 5 codecs x 1 wrong size
   ExpectNoMismatch(RunOnThreads(mixed, 2));
+}
+
+TEST_CASE("the output cap: inputs over it fail the same way on every thread",
+          "[concurrency][codecs]") {
+  // The bounded-output paths (LZ4's partial second pass, the streaming decoders' growth
+  // limit, zstd's frame size check) under concurrency: half the inputs fit a 64 KiB cap, half
+  // do not.
+  constexpr size_t kCap = 64 * 1024;
+  std::vector<CodecCase> cases;
+  uint32_t seed = 30000;
+  for (PayloadCodec codec : kAllPayloadCodecs) {
+    for (size_t size : {kCap / 2, kCap, kCap + 1, 2 * kCap}) {
+      CodecCase c;
+      c.name = PayloadCodecName(codec) + " size " + std::to_string(size);
+      c.payload = CompressPayload(codec, View(MakeMixed(size, ++seed)));
+      c.plain_size = size;
+      cases.push_back(std::move(c));
+    }
+  }
+  ComputeReference(cases, kCap);
+  for (const CodecCase& c : cases) {
+    INFO(c.name);
+    const bool fits = c.plain_size <= kCap;
+    CHECK(c.reference.ok == fits);
+    if (!fits) CHECK(c.reference.error.find("exceeds") != std::string::npos);
+  }
+  ExpectNoMismatch(RunOnThreads(cases, 3, kCap));
 }
 
 }  // namespace
