@@ -125,6 +125,7 @@ std::string TEST_SerializeIndexFragment(const std::vector<IndexRecord>& records,
 
 LoadedChunkIndex LoadChunkIndex(const BorgstoreLayout& layout) {
   LoadedChunkIndex idx;
+  std::vector<IndexedChunk> all;  // every record of every usable fragment, in fragment order
   auto finding = [&](Severity sev, const std::string& where, std::string msg, const ChunkId* id) {
     Finding f;
     f.severity = sev;
@@ -174,27 +175,54 @@ LoadedChunkIndex LoadChunkIndex(const BorgstoreLayout& layout) {
       finding(Severity::kWarning, where,
               "uses the borghash `mmap` branch layout (28-byte header, padded JSON), which borg master does not write", nullptr);
     }
-    for (const IndexRecord& r : frag->records) {
-      auto [it, inserted] = idx.chunks.try_emplace(r.chunk_id, IndexedChunk{r.chunk_id, r.entry, frag_no});
-      if (!inserted && !(it->second.entry == r.entry)) {
-        finding(Severity::kWarning, where,
+    for (const IndexRecord& r : frag->records) all.push_back(IndexedChunk{r.chunk_id, r.entry, uint32_t(frag_no)});
+  }
+  // Merge: one entry per chunk id, the one of the later fragment (by name) where they disagree.
+  std::stable_sort(all.begin(), all.end(), [](const IndexedChunk& x, const IndexedChunk& y) { return x.chunk_id < y.chunk_id; });
+  size_t kept = 0;  // compacted in place: no second copy of the records
+  for (size_t i = 0; i < all.size(); ++i) {
+    if (kept > 0 && all[kept - 1].chunk_id == all[i].chunk_id) {
+      const IndexedChunk& prev = all[kept - 1];
+      const IndexedChunk& r = all[i];
+      if (!(prev.entry == r.entry)) {
+        finding(Severity::kWarning, "index/" + idx.fragment_names[r.fragment],
                 fmt::format("lists this chunk at [pack {}, offset {}], index/{} at [pack {}, offset {}]; the later "
                             "fragment (by name) is used",
-                            ToHex(Bytes(r.entry.pack_id.data(), 32)), r.entry.offset,
-                            idx.fragment_names[it->second.fragment], ToHex(Bytes(it->second.entry.pack_id.data(), 32)),
-                            it->second.entry.offset),
+                            ToHex(Bytes(r.entry.pack_id.data(), 32)), r.entry.offset, idx.fragment_names[prev.fragment],
+                            ToHex(Bytes(prev.entry.pack_id.data(), 32)), prev.entry.offset),
                 &r.chunk_id);
-        it->second = IndexedChunk{r.chunk_id, r.entry, frag_no};
       }
+      all[kept - 1] = all[i];
+      continue;
     }
+    all[kept++] = all[i];
   }
-  for (const auto& [id, c] : idx.chunks) idx.by_pack[c.entry.pack_id].push_back(c);
+  all.resize(kept);
+  idx.chunks = std::move(all);
+  for (size_t i = 0; i < idx.chunks.size(); ++i) idx.by_pack[idx.chunks[i].entry.pack_id].push_back(uint32_t(i));
   for (auto& [pack, v] : idx.by_pack) {
-    std::sort(v.begin(), v.end(), [](const IndexedChunk& a, const IndexedChunk& b) {
+    std::sort(v.begin(), v.end(), [&](uint32_t x, uint32_t y) {
+      const IndexedChunk& a = idx.chunks[x];
+      const IndexedChunk& b = idx.chunks[y];
       return a.entry.offset != b.entry.offset ? a.entry.offset < b.entry.offset : a.chunk_id < b.chunk_id;
     });
   }
   return idx;
+}
+
+const IndexedChunk* LoadedChunkIndex::Find(const ChunkId& id) const {
+  auto it = std::lower_bound(chunks.begin(), chunks.end(), id,
+                             [](const IndexedChunk& c, const ChunkId& k) { return c.chunk_id < k; });
+  return it != chunks.end() && it->chunk_id == id ? &*it : nullptr;
+}
+
+std::vector<IndexedChunk> LoadedChunkIndex::EntriesOfPack(const ChunkId& pack_id) const {
+  std::vector<IndexedChunk> out;
+  auto it = by_pack.find(pack_id);
+  if (it == by_pack.end()) return out;
+  out.reserve(it->second.size());
+  for (uint32_t i : it->second) out.push_back(chunks[i]);
+  return out;
 }
 
 PackCrossCheck CrossCheckPack(const std::vector<IndexedChunk>& entries, const PackWalk& walk) {

@@ -25,7 +25,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "checker/base/bytes.h"
@@ -71,29 +70,28 @@ Result<IndexFragment> ParseIndexFragment(Bytes content);
 // capacity = 2 * used, and 1000 for repo-create's empty fragment).
 std::string TEST_SerializeIndexFragment(const std::vector<IndexRecord>& records, uint64_t capacity);
 
-struct IdHash {
-  size_t operator()(const ChunkId& id) const {
-    size_t h;
-    std::memcpy(&h, id.data(), sizeof h);
-    return h;
-  }
-};
-
-// The merged chunk index and the fragments it came from.
+// The merged chunk index and the fragments it came from. Memory: 76 bytes per chunk plus 4 per
+// chunk for the per-pack order (a repository with 10 million chunks needs about 800 MB).
 struct IndexedChunk {
   ChunkId chunk_id{};
   ChunkIndexEntry entry;
-  size_t fragment = 0;  // index into LoadedChunkIndex::fragment_names
+  uint32_t fragment = 0;  // index into LoadedChunkIndex::fragment_names
 };
 
 struct LoadedChunkIndex {
   std::vector<std::string> fragment_names;  // every fragment read, sorted
   size_t fragments_bad = 0;                 // name mismatch or unparseable
-  std::unordered_map<ChunkId, IndexedChunk, IdHash> chunks;
-  // Per pack: its index entries sorted by offset (then chunk id). Packs the index names but
-  // that do not exist are in here too; the run reports them as missing.
-  std::map<ChunkId, std::vector<IndexedChunk>> by_pack;
+  std::vector<IndexedChunk> chunks;         // sorted by chunk id, one entry per id
+  // Per pack: positions in `chunks` of its entries, sorted by offset (then chunk id). Packs the
+  // index names but that do not exist are in here too; the run reports them as missing.
+  std::map<ChunkId, std::vector<uint32_t>> by_pack;
   std::vector<report::Finding> findings;    // fragment problems, conflicting entries
+
+  size_t size() const { return chunks.size(); }
+  // The entry of `id`, or nullptr. Binary search; safe for concurrent use.
+  const IndexedChunk* Find(const ChunkId& id) const;
+  // Copies of the entries of one pack, sorted by offset: the input of CrossCheckPack.
+  std::vector<IndexedChunk> EntriesOfPack(const ChunkId& pack_id) const;
 };
 
 // Reads, checks (SHA-256 == name) and merges the fragments of `layout`, in name order. A
@@ -120,7 +118,8 @@ struct PackCrossCheck {
   std::vector<const WalkedBlob*> orphans;
 };
 
-// `entries` sorted by offset (LoadedChunkIndex::by_pack), `walk` from WalkPack. Pure.
+// `entries` sorted by offset (LoadedChunkIndex::EntriesOfPack), `walk` from WalkPack. Pure. The
+// result points into both, which must outlive it.
 PackCrossCheck CrossCheckPack(const std::vector<IndexedChunk>& entries, const PackWalk& walk);
 
 }  // namespace borgcheck::repo

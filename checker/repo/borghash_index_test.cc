@@ -201,8 +201,11 @@ TEST_CASE("borghash: LoadChunkIndex reports fragments that do not match their na
   SECTION("intact") {
     LoadedChunkIndex idx = LoadChunkIndex(l);
     CHECK(idx.findings.empty());
-    CHECK(idx.chunks.size() == 1);
-    CHECK(idx.by_pack.at(Id(9)).size() == 1);
+    CHECK(idx.size() == 1);
+    CHECK(idx.EntriesOfPack(Id(9)).size() == 1);
+    REQUIRE(idx.Find(Id(1)));
+    CHECK(idx.Find(Id(1))->entry.size == 100);
+    CHECK_FALSE(idx.Find(Id(2)));
   }
   SECTION("content changed: an error, the records are still cross-checked") {
     std::string damaged = b;
@@ -216,7 +219,7 @@ TEST_CASE("borghash: LoadChunkIndex reports fragments that do not match their na
     CHECK(f.stage == report::Stage::kIndex);
     CHECK(f.location == "index/" + name_b);
     CHECK(f.message.find("content does not match its name (sha256) (second read: agreed)") != std::string::npos);
-    CHECK(idx.chunks.size() == 2);
+    CHECK(idx.size() == 2);
   }
   SECTION("two fragments place one chunk differently: a warning, the later name wins") {
     add(name_b, b);
@@ -224,6 +227,9 @@ TEST_CASE("borghash: LoadChunkIndex reports fragments that do not match their na
     REQUIRE(idx.findings.size() == 1);
     CHECK(idx.findings[0].severity == report::Severity::kWarning);
     CHECK(idx.findings[0].chunk_id == Id(1));
+    // Fragments are read in the order given (the layout sorts them by name): the later one wins.
+    CHECK(idx.Find(Id(1))->entry.pack_id == Id(8));
+    CHECK(idx.findings[0].location == "index/" + name_b);
   }
   SECTION("unparseable") {
     add(std::string(64, 'c'), "BORGHASH garbage");

@@ -182,10 +182,11 @@ Status MasterChecker::DetectMode() {
     int probes = 0;
     std::map<ChunkId, const repo::PackFile*> packs;
     for (const repo::PackFile& p : layout_.packs) packs[p.id] = &p;
-    for (const auto& [pack_id, entries] : index_.by_pack) {
+    for (const auto& [pack_id, positions] : index_.by_pack) {
       auto it = packs.find(pack_id);
       if (it == packs.end()) continue;
-      for (const repo::IndexedChunk& c : entries) {
+      for (uint32_t pos : positions) {
+        const repo::IndexedChunk& c = index_.chunks[pos];
         if (probes++ >= kModeProbes) break;
         if (std::optional<uint8_t> t = ProbeTypeByte(it->second->path, c.entry.offset, c.entry.size)) {
           seen.push_back(*t);
@@ -199,7 +200,7 @@ Status MasterChecker::DetectMode() {
   if (type_) return Status::Ok();
   if (!opts_.verify_data) return Status::Ok();  // the keyless tier does not need the mode
   if (seen.empty()) {
-    if (index_.chunks.empty() && !layout_.manifest_present) return Status::Ok();  // nothing to decrypt
+    if (index_.size() == 0 && !layout_.manifest_present) return Status::Ok();  // nothing to decrypt
     return Status(StatusCode::kUnsupported,
                   "cannot tell the key type: neither config/manifest nor any indexed object has a readable envelope");
   }
@@ -235,12 +236,11 @@ void MasterChecker::CheckPack(size_t p, size_t worker, const std::shared_ptr<Pac
     }
   }
   bytes_done_.fetch_add(pack.size, std::memory_order_relaxed);
-  const std::vector<repo::IndexedChunk>* entries = nullptr;
-  if (auto it = index_.by_pack.find(pack.id); it != index_.by_pack.end()) entries = &it->second;
+  const std::vector<repo::IndexedChunk> entries = index_.EntriesOfPack(pack.id);
   if (!res.read) {
     // Nothing to walk: every indexed object of this pack is lost with it.
-    if (entries) {
-      for (const repo::IndexedChunk& c : *entries) {
+    {
+      for (const repo::IndexedChunk& c : entries) {
         sink_.Add(MakeFinding(Severity::kError, Stage::kMissing, loc, c.entry.offset, &c.chunk_id,
                               "the pack holding this chunk cannot be read"));
         objects_done_.fetch_add(1, std::memory_order_relaxed);
@@ -282,8 +282,7 @@ void MasterChecker::CheckPack(size_t p, size_t worker, const std::shared_ptr<Pac
     sink_.Add(MakeFinding(Severity::kError, walk.end == repo::WalkEnd::kPastEof ? Stage::kTruncated : Stage::kSegment, loc,
                           walk.end_offset, nullptr, msg));
   }
-  static const std::vector<repo::IndexedChunk> kNoEntries;
-  repo::PackCrossCheck cross = repo::CrossCheckPack(entries ? *entries : kNoEntries, walk);
+  repo::PackCrossCheck cross = repo::CrossCheckPack(entries, walk);
 
   std::vector<VerifyItem> items;
   items.reserve(cross.matched.size() + cross.unmatched.size() + cross.orphans.size());
@@ -300,10 +299,10 @@ void MasterChecker::CheckPack(size_t p, size_t worker, const std::shared_ptr<Pac
     res.orphans++;
     res.orphan_ids.push_back(b->header.chunk_id);
     std::string msg;
-    if (auto it = index_.chunks.find(b->header.chunk_id); it != index_.chunks.end()) {
+    if (const repo::IndexedChunk* other = index_.Find(b->header.chunk_id)) {
       msg = fmt::format("another copy of this chunk, not the one the chunk index uses ([pack {}, offset {}]): "
                         "left by compact or an interrupted backup; verified all the same",
-                        Hex(it->second.entry.pack_id), it->second.entry.offset);
+                        Hex(other->entry.pack_id), other->entry.offset);
     } else {
       msg = "object is in no chunk index fragment (an orphan: a lost index fragment, or left by an interrupted "
             "backup); borg check --verify-data does not see it; verified here";
@@ -395,8 +394,9 @@ void MasterChecker::VerifyItems(const VerifyBatch& b, size_t worker) {
 void MasterChecker::FinishIndexAndArchives() {
   std::set<ChunkId> present;
   for (const repo::PackFile& p : layout_.packs) present.insert(p.id);
-  for (const auto& [pack_id, entries] : index_.by_pack) {
+  for (const auto& [pack_id, positions] : index_.by_pack) {
     if (present.count(pack_id)) continue;
+    const std::vector<repo::IndexedChunk> entries = index_.EntriesOfPack(pack_id);
     const std::string loc = PackLocation(Hex(pack_id));
     sink_.Add(MakeFinding(Severity::kError, Stage::kMissing, loc, std::nullopt, nullptr,
                           fmt::format("pack referenced by the index is missing ({}): its {} chunk(s) are lost",
@@ -422,7 +422,7 @@ void MasterChecker::FinishIndexAndArchives() {
   }
   if (orphan_objects > 0) {
     size_t unknown = 0;
-    for (const ChunkId& id : orphan_ids) unknown += !index_.chunks.count(id);
+    for (const ChunkId& id : orphan_ids) unknown += index_.Find(id) == nullptr;
     if (unknown > 0) {
       sink_.Add(MakeFinding(Severity::kWarning, Stage::kIndex, "index", std::nullopt, nullptr,
                             fmt::format("{} object(s) in the packs ({} whole pack(s)) are in no index fragment: an index "
@@ -433,7 +433,7 @@ void MasterChecker::FinishIndexAndArchives() {
     }
   }
   for (const ChunkId& a : layout_.archives) {
-    if (index_.chunks.count(a)) continue;
+    if (index_.Find(a)) continue;
     const std::string loc = "archives/" + Hex(a);
     if (orphan_ids.count(a)) {
       sink_.Add(MakeFinding(Severity::kWarning, Stage::kIndex, loc, std::nullopt, &a,
@@ -551,7 +551,7 @@ CheckOutcome MasterChecker::Run() {
     }
   }
   pack_results_.resize(layout_.packs.size());
-  uint64_t objects_expected = index_.chunks.size();
+  uint64_t objects_expected = index_.size();
   pool_ = std::make_unique<pool::WorkStealingPool>(threads);
 
   std::mutex progress_mu;
@@ -624,7 +624,7 @@ CheckOutcome MasterChecker::Run() {
   VerifyManifest(sum);
   // Objects: every chunk index entry (also those of missing or unreadable packs) and every blob
   // only the walk found.
-  sum.objects_total = index_.chunks.size();
+  sum.objects_total = index_.size();
   for (const PackResult& r : pack_results_) sum.objects_total += r.orphans;
   for (const WorkerState& w : workers_) {
     sum.objects_verified += w.objects_verified;
@@ -635,7 +635,7 @@ CheckOutcome MasterChecker::Run() {
   size_t fragments = index_.fragment_names.size();
   sum.notes.push_back(fmt::format("{} index fragment(s) ({} bad), {} pack(s), {} chunk index entries (what borg's "
                                   "\"verified N chunks\" counts), {} archive(s)",
-                                  fragments, index_.fragments_bad, layout_.packs.size(), index_.chunks.size(),
+                                  fragments, index_.fragments_bad, layout_.packs.size(), index_.size(),
                                   layout_.archives.size()));
   key_.reset();  // wipes the key material
   sum.segments = layout_.packs.size();

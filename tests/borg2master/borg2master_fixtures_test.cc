@@ -175,22 +175,20 @@ Located Locate(const repo::BorgstoreLayout& l, const std::string& chunk_hex) {
   repo::LoadedChunkIndex idx = repo::LoadChunkIndex(l);
   ChunkId id;
   REQUIRE(repo::ParseHexName(chunk_hex, &id));
-  auto it = idx.chunks.find(id);
-  REQUIRE(it != idx.chunks.end());
-  return {Hex(it->second.entry.pack_id), it->second.entry};
+  const repo::IndexedChunk* c = idx.Find(id);
+  REQUIRE(c);
+  return {Hex(c->entry.pack_id), c->entry};
 }
 
 // The smallest pack with exactly one object (an archive's "A" object).
 Located SmallPack(const repo::BorgstoreLayout& l) {
   repo::LoadedChunkIndex idx = repo::LoadChunkIndex(l);
   std::optional<Located> best;
-  ChunkId chunk{};
   for (const repo::PackFile& p : l.packs) {
-    auto it = idx.by_pack.find(p.id);
-    if (it == idx.by_pack.end() || it->second.size() != 1) continue;
+    std::vector<repo::IndexedChunk> entries = idx.EntriesOfPack(p.id);
+    if (entries.size() != 1) continue;
     if (!best || p.size < best->entry.size) {
-      best = Located{p.name, it->second[0].entry};
-      chunk = it->second[0].chunk_id;
+      best = Located{p.name, entries[0].entry};
     }
   }
   REQUIRE(best);
@@ -200,8 +198,9 @@ ChunkId OnlyChunkOf(const repo::BorgstoreLayout& l, const std::string& pack_hex)
   repo::LoadedChunkIndex idx = repo::LoadChunkIndex(l);
   ChunkId pid;
   REQUIRE(repo::ParseHexName(pack_hex, &pid));
-  REQUIRE(idx.by_pack.at(pid).size() == 1);
-  return idx.by_pack.at(pid)[0].chunk_id;
+  std::vector<repo::IndexedChunk> entries = idx.EntriesOfPack(pid);
+  REQUIRE(entries.size() == 1);
+  return entries[0].chunk_id;
 }
 
 std::vector<const Finding*> Errors(const run::CheckOutcome& o) {
@@ -528,8 +527,6 @@ TEST_CASE("borg2master: B.8 item 4, object version 1 blobs are read with the b22
       CHECK(o.summary.objects_verified == 73);
     }
     SECTION("version byte 1 on version-2 envelopes: every blob of the pack fails") {
-      size_t blobs = repo::LoadChunkIndex(l).by_pack.size();
-      (void)blobs;
       MakeVersion1Pack(copy, big.pack_hex, crypto::TaggedMac::kSha256, Bytes(), false);
       run::CheckOutcome o = Check(copy.path(), true, 2);
       INFO(Describe(o));
