@@ -239,12 +239,10 @@ void MasterChecker::CheckPack(size_t p, size_t worker, const std::shared_ptr<Pac
   const std::vector<repo::IndexedChunk> entries = index_.EntriesOfPack(pack.id);
   if (!res.read) {
     // Nothing to walk: every indexed object of this pack is lost with it.
-    {
-      for (const repo::IndexedChunk& c : entries) {
-        sink_.Add(MakeFinding(Severity::kError, Stage::kMissing, loc, c.entry.offset, &c.chunk_id,
-                              "the pack holding this chunk cannot be read"));
-        objects_done_.fetch_add(1, std::memory_order_relaxed);
-      }
+    for (const repo::IndexedChunk& c : entries) {
+      sink_.Add(MakeFinding(Severity::kError, Stage::kMissing, loc, c.entry.offset, &c.chunk_id,
+                            "the pack holding this chunk cannot be read"));
+      objects_done_.fetch_add(1, std::memory_order_relaxed);
     }
     return;
   }

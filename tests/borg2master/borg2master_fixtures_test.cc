@@ -436,6 +436,26 @@ TEST_CASE("borg2master: a missing pack loses exactly its chunks", "[borg2master]
   CHECK(o.summary.objects_verified == 72);
 }
 
+TEST_CASE("borg2master: a pack that cannot be read (EIO through the test seam)", "[borg2master][fixtures]") {
+  FixtureEnv env;
+  const std::string dir = Master() + "/repos/none-blake3";
+  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(dir, {});
+  Located small = SmallPack(l);
+  ChunkId archive = OnlyChunkOf(l, small.pack_hex);
+  repo::TEST_InjectReadError(small.pack_hex, 10);
+  run::CheckOutcome o = Check(dir, true, 2);
+  repo::TEST_InjectReadError("", -1);
+  INFO(Describe(o));
+  REQUIRE(o.status.ok());
+  CHECK(ErrorChunkIds(o) == std::set<std::string>{Hex(archive)});
+  std::vector<const Finding*> errs = Errors(o);
+  REQUIRE(errs.size() == 2);
+  CHECK(errs[0]->stage == Stage::kMissing);
+  CHECK(errs[0]->message == "the pack holding this chunk cannot be read");
+  CHECK(errs[1]->message.rfind("cannot read packs/", 0) == 0);
+  CHECK(o.summary.objects_verified == 72);
+}
+
 TEST_CASE("borg2master: stray bytes and a second copy of a blob", "[borg2master][fixtures]") {
   FixtureEnv env;
   MasterCopy copy(Master() + "/repos/none-sha256");
