@@ -1,4 +1,6 @@
 // borgcheck's main(): parse flags, run the check, print, choose the exit code. No logic.
+#include <malloc.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string_view>
@@ -68,6 +70,12 @@ int main(int argc, char** argv) {
     reporter->PrintError(opts.status(), report::kExitCouldNotRun);
     return report::kExitCouldNotRun;
   }
+
+  // Buffers of 1 MiB and more (per-worker decrypt and plaintext buffers, blocks for entries
+  // larger than a read window) are mmapped and unmapped on free. glibc's default raises this
+  // threshold after the first such free, and then those buffers' churn left ~20 MiB of freed
+  // heap resident at 2 threads (bench/RESULTS.md, peak RSS).
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
 
   struct sigaction sa = {};
   sa.sa_handler = OnSignal;

@@ -23,6 +23,7 @@
 #include <map>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -62,38 +63,48 @@ struct IdHash {
   }
 };
 
-// Recycles the reader's kWindowBytes window buffers. Allocated and freed through malloc at
-// the rate the workers finish them, they fragmented glibc's heap (peak RSS about 30 MiB
-// above the budget on a 1 GB repository); forced into mmap, every window's pages would
-// fault in again (+0.3 s of kernel time per GB). Holds at most `keep` idle buffers.
+// Recycles the reader's block buffers: up to kIdleWindows idle windows (kWindowBytes) and
+// one idle larger buffer (for an entry bigger than a window: up to 8 MiB with borg's default
+// chunker). Allocated and freed through malloc at the rate the workers finish them, they
+// fragmented glibc's heap (peak RSS about 30 MiB above the budget on a 1 GB repository);
+// mmapped afresh, every block's pages fault in again (+0.2 s of kernel time per GB). Few are
+// kept: idle buffers stay resident while the budget is full of others.
 // Thread contract: safe for concurrent use (guarded by mu_). The reader takes; whichever
 // worker drops a block's last reference gives back.
-class WindowRecycler {
+class BlockRecycler {
  public:
-  explicit WindowRecycler(size_t keep) : keep_(keep) {}
-  ByteBuffer Take() {
+  static constexpr size_t kIdleWindows = 2;
+
+  // A buffer of size n (contents unspecified).
+  ByteBuffer Take(uint64_t n) {
+    ByteBuffer b;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!idle_.empty()) {
-        ByteBuffer b = std::move(idle_.back());
-        idle_.pop_back();
-        return b;
+      // std::exchange, not a plain move: a moved-from ByteBuffer keeps its old capacity().
+      if (n <= kWindowBytes && !windows_.empty()) {
+        b = std::exchange(windows_.back(), ByteBuffer());
+        windows_.pop_back();
+      } else if (n > kWindowBytes && large_.capacity() >= n) {
+        b = std::exchange(large_, ByteBuffer());
       }
     }
-    ByteBuffer b;
-    b.Reserve(kWindowBytes);
+    if (b.capacity() == 0) b.Reserve(std::max<uint64_t>(n, kWindowBytes));
+    b.Resize(n);
     return b;
   }
   void Give(ByteBuffer&& b) {
-    if (b.capacity() != kWindowBytes) return;  // not one of ours: b frees it
     std::lock_guard<std::mutex> lock(mu_);
-    if (idle_.size() < keep_) idle_.push_back(std::move(b));
+    if (b.capacity() == kWindowBytes) {
+      if (windows_.size() < kIdleWindows) windows_.push_back(std::move(b));
+    } else if (b.capacity() > large_.capacity()) {
+      large_ = std::move(b);  // keep the largest; the smaller one is freed
+    }
   }
 
  private:
-  const size_t keep_;              // const after construction
   std::mutex mu_;
-  std::vector<ByteBuffer> idle_;   // guarded by mu_
+  std::vector<ByteBuffer> windows_;  // guarded by mu_; capacity kWindowBytes each
+  ByteBuffer large_;                 // guarded by mu_; capacity 0 when empty
 };
 
 // A window of one segment file in memory. Shared by the batches cut from it; the last one
@@ -106,7 +117,7 @@ struct Block {
   const std::string* path = nullptr;  // segment file, for re-reads; lives in the plan
   ByteBudget* budget = nullptr;
   std::atomic<uint64_t>* bytes_done = nullptr;
-  WindowRecycler* recycler = nullptr;  // set when data came from it
+  BlockRecycler* recycler = nullptr;  // set when data came from it
   bool counts_progress = true;
 
   ~Block() {
@@ -190,7 +201,7 @@ class Checker {
   // own synchronisation
   report::FindingSink sink_;
   std::unique_ptr<ByteBudget> budget_;
-  std::unique_ptr<WindowRecycler> recycler_;  // outlives every Block (declared before pool_)
+  BlockRecycler recycler_;  // outlives every Block (declared before pool_)
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint64_t> objects_done_{0};
   std::atomic<bool> changed_{false};
@@ -472,11 +483,8 @@ void Checker::ReadSegment(const repo::SegmentFile& seg, size_t lo, size_t hi) {
     uint64_t len = std::min<uint64_t>(std::max(want, kWindowBytes), limit - pos);
     budget_->Acquire(len);
     auto block = std::make_shared<Block>();
-    if (len <= kWindowBytes) {
-      block->data = recycler_->Take();
-      block->recycler = recycler_.get();
-    }
-    block->data.Resize(len);
+    block->data = recycler_.Take(len);
+    block->recycler = &recycler_;
     block->segment = seg.number;
     block->file_offset = pos;
     block->path = &seg.path;
@@ -653,10 +661,6 @@ CheckOutcome Checker::Run() {
   // 4-5. Read and verify.
   unsigned threads = std::max(1u, opts_.threads);
   budget_ = std::make_unique<ByteBudget>(std::max<uint64_t>(kMinInFlight, uint64_t(threads) * 2 * kWindowBytes));
-  // Two idle windows are enough: a worker gives one back just before the reader, waiting on
-  // the budget, takes one. More would sit resident while entries larger than a window (up
-  // to 8 MiB with borg's default chunker) hold the budget.
-  recycler_ = std::make_unique<WindowRecycler>(2);
   workers_.resize(threads);
   for (WorkerState& w : workers_) {
     w.verifier = std::make_unique<ObjectVerifier>(opts_.verify_data, mode_, key_ ? &*key_ : nullptr);
