@@ -603,7 +603,7 @@ CheckOutcome MasterChecker::Run() {
   pool_.reset();
   if (int sig = PendingStopSignal()) {
     out.stop_signal = sig;
-    out.status = Status(StatusCode::kInternal, fmt::format("stopped by signal {} before the check finished", sig));
+    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
     return out;
   }
   if (!internal.ok()) {
@@ -654,7 +654,7 @@ CheckOutcome RunBorgstoreV4Check(const CheckOptions& options, const ProgressCall
   CheckOutcome out = c.Run();
   if (int sig = PendingStopSignal(); sig && !out.stop_signal) {
     out.stop_signal = sig;  // stopped while reading the layout or waiting for a passphrase
-    out.status = Status(StatusCode::kInternal, fmt::format("stopped by signal {}", sig));
+    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
   }
   return out;
 }

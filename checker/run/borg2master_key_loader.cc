@@ -191,7 +191,7 @@ Result<MasterKey> LoadMasterKey(const repo::BorgstoreLayout& layout, std::vector
   auto try_all = [&](const std::string& pass, const Candidate** winner) -> Result<crypto::Borg2KeyMaterial> {
     Status last(StatusCode::kWrongPassphrase, "");
     for (const Candidate* c : usable) {
-      if (PendingStopSignal()) return Status(StatusCode::kInternal, "stopped by a signal while unlocking the key");
+      if (PendingStopSignal()) return Status(StatusCode::kInterrupted, "stopped by a signal while unlocking the key");
       Result<crypto::Borg2KeyMaterial> r = crypto::DecryptBorg2Key(*c->blob, pass);
       if (r.ok()) {
         if (r->repository_id != layout.id) {
@@ -230,7 +230,7 @@ Result<MasterKey> LoadMasterKey(const repo::BorgstoreLayout& layout, std::vector
   for (int attempt = 0; attempt < 3; ++attempt) {
     std::optional<std::string> typed = PromptPassphrase("Enter passphrase for the key of " + layout.path + ": ");
     if (!typed) {
-      if (PendingStopSignal()) return Status(StatusCode::kInternal, "stopped by a signal while waiting for the passphrase");
+      if (PendingStopSignal()) return Status(StatusCode::kInterrupted, "stopped by a signal while waiting for the passphrase");
       return Status(StatusCode::kInvalidArgument,
                     "the repository key is protected by a passphrase and there is no terminal to ask for it: set "
                     "BORG_PASSPHRASE, BORG_PASSCOMMAND or BORG_PASSPHRASE_FD");
