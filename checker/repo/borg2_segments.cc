@@ -304,8 +304,13 @@ Borg2IndexIntegrity CheckBorg2IndexIntegrity(Bytes index_bytes, const std::strin
   };
   std::string index_json;
   try {
+    // Limits sized by the input: a forged length prefix cannot make msgpack allocate more
+    // than the file could describe.
+    const size_t n = integrity_bytes.size();
+    msgpack::unpack_limit limit(n, n, n, n, n, 8);
+    size_t off = 0;
     msgpack::object_handle oh =
-        msgpack::unpack(reinterpret_cast<const char*>(integrity_bytes.data()), integrity_bytes.size());
+        msgpack::unpack(reinterpret_cast<const char*>(integrity_bytes.data()), n, off, nullptr, nullptr, limit);
     const msgpack::object& root = oh.get();
     if (root.type != msgpack::type::MAP) return fail(Borg2IndexIntegrity::kMalformed, "integrity file is not a map");
     for (uint32_t i = 0; i < root.via.map.size; ++i) {

@@ -213,6 +213,12 @@ TEST_CASE("b5 index: every fixture index.T parses and verifies against integrity
     CHECK(CheckBorg2IndexIntegrity(AsBytes(idx), "index.4", AsBytes(integ), &why) == Borg2IndexIntegrity::kMismatch);
     CHECK(ParseBorg2Index(AsBytes(idx).first(idx.size() - 1)).status().code() == StatusCode::kCorruptMetadata);
   }
+  // a forged msgpack length (array32 of 2^32-1 elements) is malformed, not an allocation
+  const uint8_t forged[] = {0xdd, 0xff, 0xff, 0xff, 0xff, 0x00};
+  std::string idx = Slurp(B5() + "/none/index.5");
+  std::string why;
+  CHECK(CheckBorg2IndexIntegrity(AsBytes(idx), "index.5", Bytes(forged, sizeof forged), &why) ==
+        Borg2IndexIntegrity::kMalformed);
 }
 
 TEST_CASE("b5 plan: every clean fixture replays to borg's object count with no finding", "[borg2seg]") {
