@@ -21,6 +21,10 @@
 //      plus objects, stored and plaintext bytes, and the sum of the primitives
 //      (read + crc + mac + decrypt + decompress + id_hash).
 //
+// --engines: instead, the raw single-threaded speed of each hash engine on this machine over
+// 256 MiB (OpenSSL SHA-256, libb2's dispatched BLAKE2b as the check uses it, and libb2's
+// portable reference BLAKE2b, exported by libb2 0.98 but not declared in blake2.h).
+//
 // Every pass checks its result (CRC equal, MAC equal, id equal): a benchmark over damaged
 // data would measure the wrong thing, so a mismatch ends the program with exit 1.
 //
@@ -59,6 +63,13 @@
 #include "checker/repo/segment_format.h"
 #include "checker/run/key_loader.h"
 #include "codecs/decompressor.h"
+
+// libb2's portable implementation: exported, not declared in <blake2.h>. Bench only.
+extern "C" {
+int blake2b_init_ref(blake2b_state* S, size_t outlen);
+int blake2b_update_ref(blake2b_state* S, const uint8_t* in, size_t inlen);
+int blake2b_final_ref(blake2b_state* S, uint8_t* out, size_t outlen);
+}
 
 namespace {
 
@@ -150,20 +161,58 @@ struct Object {
   const uint8_t* id = nullptr;  // 32 bytes, in the plan
 };
 
+int Engines(int repeat) {
+  constexpr size_t kSize = 256 << 20;
+  ByteBuffer data;
+  data.Resize(kSize);
+  for (size_t i = 0; i < kSize; ++i) data.data()[i] = uint8_t(i * 2654435761u >> 13);
+  uint8_t out[32];
+  std::map<std::string, Cost> cost;
+  cost["sha256_openssl"] = Measure(repeat, [&] {
+    unsigned int n = 0;
+    if (EVP_Digest(data.data(), kSize, out, &n, EVP_sha256(), nullptr) != 1) Die("SHA-256 failed");
+  });
+  cost["blake2b_libb2_dispatch"] = Measure(repeat, [&] {
+    blake2b_state s;
+    blake2b_init(&s, 32);
+    blake2b_update(&s, data.data(), kSize);
+    blake2b_final(&s, out, 32);
+  });
+  cost["blake2b_libb2_ref"] = Measure(repeat, [&] {
+    blake2b_state s;
+    blake2b_init_ref(&s, 32);
+    blake2b_update_ref(&s, data.data(), kSize);
+    blake2b_final_ref(&s, out, 32);
+  });
+  std::string line = "{\"engines_MBps\": {";
+  bool first = true;
+  for (const auto& [k, c] : cost) {
+    line += fmt::format("{}\"{}\": {:.0f}", first ? "" : ", ", k, double(kSize) / 1e6 / c.cpu);
+    first = false;
+  }
+  line += "}}\n";
+  std::fputs(line.c_str(), stdout);
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   std::string repo_path;
   int repeat = 3;
+  bool engines = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--repeat" && i + 1 < argc) {
+    if (a == "--engines") {
+      engines = true;
+    } else if (a == "--repeat" && i + 1 < argc) {
       repeat = std::max(1, std::atoi(argv[++i]));
     } else if (!a.empty() && a[0] != '-' && repo_path.empty()) {
       repo_path = a;
     } else {
-      Die("usage: borgcheck_primitives [--repeat N] REPO   (passphrase from BORG_PASSPHRASE)");
+      Die("usage: borgcheck_primitives [--repeat N] REPO | --engines  (passphrase: BORG_PASSPHRASE)");
     }
   }
-  if (repo_path.empty()) Die("usage: borgcheck_primitives [--repeat N] REPO");
+  if (engines) return Engines(repeat);
+  if (repo_path.empty()) Die("usage: borgcheck_primitives [--repeat N] REPO | --engines");
 
   // 1. Plan and key.
   Result<repo::RepoConfig> config = repo::IdentifyRepository(repo_path, {true});
