@@ -463,17 +463,20 @@ CheckOutcome Borg2b5Checker::Run() {
   std::condition_variable progress_cv;
   bool progress_done = false;
   std::thread progress_thread;
+  auto snapshot = [&] {
+    report::Progress p;
+    p.bytes_done = std::min(bytes_done_.load(), plan_.total_bytes);
+    p.bytes_total = plan_.total_bytes;
+    p.objects_done = objects_done_.load();
+    p.objects_total = plan_.live_objects;
+    p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return p;
+  };
   if (progress_) {
     progress_thread = std::thread([&] {
       std::unique_lock<std::mutex> lock(progress_mu);
       while (!progress_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return progress_done; })) {
-        report::Progress p;
-        p.bytes_done = std::min(bytes_done_.load(), plan_.total_bytes);
-        p.bytes_total = plan_.total_bytes;
-        p.objects_done = objects_done_.load();
-        p.objects_total = plan_.live_objects;
-        p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-        progress_(p, false);
+        progress_(snapshot(), false);
       }
     });
   }
@@ -490,12 +493,12 @@ CheckOutcome Borg2b5Checker::Run() {
     { std::lock_guard<std::mutex> lock(progress_mu); progress_done = true; }
     progress_cv.notify_all();
     progress_thread.join();
-    progress_(report::Progress(), true);
+    progress_(snapshot(), true);  // the final record carries the totals
   }
   pool_.reset();
   if (int sig = PendingStopSignal()) {
     out.stop_signal = sig;
-    out.status = Status(StatusCode::kInternal, fmt::format("stopped by signal {} before the check finished", sig));
+    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
     return out;
   }
   if (!internal.ok()) { out.status = internal; return out; }
@@ -565,7 +568,7 @@ CheckOutcome RunBorg2SegmentsCheck(const CheckOptions& options, const ProgressCa
   CheckOutcome out = c.Run();
   if (int sig = PendingStopSignal(); sig && !out.stop_signal) {
     out.stop_signal = sig;  // stopped while planning or waiting for a passphrase
-    out.status = Status(StatusCode::kInternal, fmt::format("stopped by signal {}", sig));
+    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
   }
   return out;
 }
