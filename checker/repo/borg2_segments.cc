@@ -82,8 +82,10 @@ bool ValidEntryAt(const ReadOnlyFile& f, uint64_t off, uint64_t limit, const uin
 // The first offset in [from, limit) holding a valid entry (see ValidEntryAt), or limit. Scans
 // byte by byte like borg's --repair; cheap tests (tag, size) come first. Known limit: a payload
 // that itself contains a whole valid entry (an unencrypted, uncompressed backup of a segment
-// file) can be taken for the next entry; the walk then reports one more damaged region before it
-// is back in step, and no intact object is lost to it.
+// file) can be taken for the next entry. Such a nested entry ends inside the damaged entry, so
+// the walk is back in step by the next real entry (no intact object is skipped), but the nested
+// entry is replayed as one of this segment's: with index.T it shows up as an index warning, and
+// it may fail verification under this repository's key.
 uint64_t Resync(const ReadOnlyFile& f, uint64_t from, uint64_t limit) {
   ByteBuffer window, scratch;
   for (uint64_t base = from; base < limit; base += kResyncWindow) {
