@@ -564,7 +564,17 @@ class DamageTest(unittest.TestCase):
             b = fut.result()
         self.assertEqual(r.rc, EXIT_INTEGRITY_ERRORS, r.describe())
         self.assertEqual(r.error_ids(), want_ids, r.describe())
-        self.assertEqual(b.rc, 1, b.stderr)
+        if b.rc == 2:
+            # The damaged chunk can be archive item metadata (the keys are random, so which
+            # chunk is biggest varies): borg2 b5 then reports the integrity error in
+            # verify-data and afterwards crashes in its archive check with a traceback
+            # ("Exception while decrypting or unpacking item metadata"), exit 2. borgcheck
+            # reports the chunk and exits 90. Accept that crash only in that exact shape.
+            self.assertIn("Exception while decrypting or unpacking item metadata", b.stderr)
+            for cid in want_ids:
+                self.assertIn("[chunk: 000000_%s]" % cid, b.stderr)
+        else:
+            self.assertEqual(b.rc, 1, b.stderr)
         return r, b
 
     def test_payload_flip_with_checksums_repaired(self):
