@@ -49,8 +49,23 @@ class ByteBuffer {
   ByteBuffer() = default;
   ByteBuffer(const ByteBuffer&) = delete;
   ByteBuffer& operator=(const ByteBuffer&) = delete;
-  ByteBuffer(ByteBuffer&&) noexcept = default;
-  ByteBuffer& operator=(ByteBuffer&&) noexcept = default;
+  // A moved-from buffer is empty with no capacity (the defaulted moves left its size and
+  // capacity behind with a null pointer, so a later Resize could write through null).
+  ByteBuffer(ByteBuffer&& o) noexcept
+      : data_(std::move(o.data_)), size_(o.size_), capacity_(o.capacity_) {
+    o.size_ = 0;
+    o.capacity_ = 0;
+  }
+  ByteBuffer& operator=(ByteBuffer&& o) noexcept {
+    if (this != &o) {
+      data_ = std::move(o.data_);
+      size_ = o.size_;
+      capacity_ = o.capacity_;
+      o.size_ = 0;
+      o.capacity_ = 0;
+    }
+    return *this;
+  }
 
   // Makes size() == n; contents beyond the old size are unspecified. Keeps capacity.
   void Resize(size_t n) {
