@@ -11,7 +11,6 @@
 #include "checker/crypto/borg2_key.h"
 
 #include <argon2.h>
-#include <blake2.h>
 #include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -22,6 +21,7 @@
 #include <exception>
 #include <msgpack.hpp>
 
+#include "checker/crypto/blake2b.h"
 #include "checker/crypto/blake3.h"
 #include "checker/crypto/key_blob.h"
 
@@ -394,7 +394,7 @@ struct Borg2IdHasher::Impl {
   EVP_MD* md = nullptr;
   EVP_MD_CTX* md_ctx = nullptr;
   // BLAKE2b-256 with the id key absorbed: each message continues a copy of this state.
-  blake2b_state blake2_keyed{};
+  Blake2b blake2_keyed;  // wiped by its destructor
   // BLAKE3
   std::optional<Blake3Hasher> blake3;
 
@@ -403,7 +403,6 @@ struct Borg2IdHasher::Impl {
     EVP_MAC_free(mac);
     EVP_MD_CTX_free(md_ctx);
     EVP_MD_free(md);
-    OPENSSL_cleanse(&blake2_keyed, sizeof blake2_keyed);
   }
 };
 
@@ -437,10 +436,11 @@ Borg2IdHasher::Borg2IdHasher(Borg2IdHash kind, Bytes id_key) : impl_(std::make_u
         m.status = Status(StatusCode::kInvalidArgument, "BLAKE2b id key is empty");
         break;
       }
-      if (blake2b_init(&m.blake2_keyed, 32) != 0 ||
-          blake2b_update(&m.blake2_keyed, id_key.data(), id_key.size()) != 0) {
+      if (!m.blake2_keyed.Init(32)) {
         fail("BLAKE2b setup failed");
+        break;
       }
+      m.blake2_keyed.Update(id_key);
       break;
     case Borg2IdHash::kBlake3Keyed:
       if (id_key.size() != kBlake3KeyLen) {
@@ -479,10 +479,9 @@ void Borg2IdHasher::Compute(Bytes plaintext, uint8_t out[32]) {
         break;
       }
       case Borg2IdHash::kBlake2b256: {
-        blake2b_state s = m.blake2_keyed;
-        ok = blake2b_update(&s, plaintext.data(), plaintext.size()) == 0 &&
-             blake2b_final(&s, out, 32) == 0;
-        OPENSSL_cleanse(&s, sizeof s);  // the copy may still buffer key bytes
+        Blake2b s = m.blake2_keyed;  // Final and the destructor wipe the copy's key bytes
+        s.Update(plaintext);
+        s.Final(out);
         break;
       }
       case Borg2IdHash::kBlake3Keyed:
