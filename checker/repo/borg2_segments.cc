@@ -16,6 +16,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "checker/repo/chunk_id.h"
 #include "checker/repo/config.h"
 #include "checker/repo/file.h"
 #include "checker/repo/repository.h"
@@ -26,19 +27,11 @@ namespace fs = std::filesystem;
 using report::Finding;
 using report::Severity;
 using report::Stage;
-using Id = std::array<uint8_t, 32>;
+using Id = ChunkId;
 
 namespace {
 
 constexpr uint64_t kResyncWindow = 1 << 20;
-
-struct IdHash {
-  size_t operator()(const Id& id) const {
-    size_t h;
-    std::memcpy(&h, id.data(), sizeof h);  // ids are hashes: their bytes are uniform
-    return h;
-  }
-};
 
 Finding MakeFinding(Severity sev, Stage stage, std::string msg, std::optional<uint32_t> segment,
                     std::optional<uint64_t> offset, const Id* id = nullptr) {

@@ -25,11 +25,10 @@
 
 #include "checker/base/bytes.h"
 #include "checker/base/status.h"
+#include "checker/repo/chunk_id.h"
 #include "checker/report/finding.h"
 
 namespace borgcheck::repo {
-
-using ChunkId = std::array<uint8_t, 32>;
 
 // ---- Format constants (spec §B.1.1, §B.1.2) ----
 inline constexpr std::string_view kObjMagic = "BORG_OBJ";

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "checker/repo/chunk_id.h"
 #include "checker/repo/file.h"
 #include "checker/repo/hashindex.h"
 #include "checker/repo/segment_entry.h"
@@ -31,14 +32,6 @@ bool ParseDecimal(const std::string& s, uint32_t& out) {
   out = uint32_t(v);
   return true;
 }
-
-struct IdHash {
-  size_t operator()(const std::array<uint8_t, 32>& id) const {
-    size_t h;
-    std::memcpy(&h, id.data(), sizeof h);  // ids are hashes: their bytes are uniform
-    return h;
-  }
-};
 
 // Walks entry headers of a segment with one small pread per entry (data is skipped).
 // Calls on_entry(offset, header); stops at `limit`, at the end, or at an invalid header,

@@ -34,6 +34,7 @@
 #include "checker/crypto/tam.h"
 #include "checker/pool/work_stealing_pool.h"
 #include "checker/repo/borg2_segments.h"
+#include "checker/repo/chunk_id.h"
 #include "checker/repo/file.h"
 #include "checker/repo/repo_obj.h"
 #include "checker/repo/repository.h"
@@ -47,7 +48,7 @@ using report::Finding;
 using report::Reread;
 using report::Severity;
 using report::Stage;
-using ChunkId = std::array<uint8_t, 32>;
+using repo::ChunkId;
 
 namespace {
 

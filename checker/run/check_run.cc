@@ -29,6 +29,7 @@
 
 #include "checker/crypto/tam.h"
 #include "checker/pool/work_stealing_pool.h"
+#include "checker/repo/chunk_id.h"
 #include "checker/repo/file.h"
 #include "checker/repo/repository.h"
 #include "checker/repo/segment_entry.h"
@@ -44,7 +45,8 @@ using report::Finding;
 using report::Reread;
 using report::Severity;
 using report::Stage;
-using ChunkId = std::array<uint8_t, 32>;
+using repo::ChunkId;
+using repo::IdHash;
 
 namespace {
 
@@ -54,14 +56,6 @@ constexpr uint64_t kWindowBytes = 4 << 20;      // sequential read size
 constexpr uint64_t kBatchBytes = 256 << 10;     // work per task
 constexpr size_t kBatchObjects = 256;
 constexpr uint64_t kMinInFlight = 16ull << 20;  // budget floor (peak RSS: bench/RESULTS.md)
-
-struct IdHash {
-  size_t operator()(const ChunkId& id) const {
-    size_t h;
-    std::memcpy(&h, id.data(), sizeof h);
-    return h;
-  }
-};
 
 // Recycles the reader's block buffers: up to kIdleWindows idle windows (kWindowBytes) and
 // one idle larger buffer (for an entry bigger than a window: up to 8 MiB with borg's default
