@@ -2,7 +2,7 @@
 // over the live objects of one borg 1.x repository, for comparison with a whole check run.
 //
 // It links the borgcheck libraries and calls what the check calls (ISA-L CRC through
-// repo::Crc32, OpenSSL HMAC-SHA256 / libb2 BLAKE2b, OpenSSL AES-256-CTR, codecs::Decompressor,
+// repo::Crc32, OpenSSL HMAC-SHA256 / crypto::Blake2b, OpenSSL AES-256-CTR, codecs::Decompressor,
 // crypto::IdHasher), each alone, over every live object, in passes:
 //   1. plan the repository (index or log replay), load the key (BORG_PASSPHRASE etc.);
 //   2. "read": stream every committed segment file with 4 MiB preads into one reused buffer,
@@ -22,8 +22,9 @@
 //      (read + crc + mac + decrypt + decompress + id_hash).
 //
 // --engines: instead, the raw single-threaded speed of each hash engine on this machine over
-// 256 MiB (OpenSSL SHA-256, libb2's dispatched BLAKE2b as the check uses it, and libb2's
-// portable reference BLAKE2b, exported by libb2 0.98 but not declared in blake2.h).
+// 256 MiB (OpenSSL SHA-256, borgcheck's own BLAKE2b as the check uses it, libb2's dispatched
+// BLAKE2b, and libb2's portable reference BLAKE2b, exported by libb2 0.98 but not declared in
+// blake2.h).
 //
 // Every pass checks its result (CRC equal, MAC equal, id equal): a benchmark over damaged
 // data would measure the wrong thing, so a mismatch ends the program with exit 1.
@@ -55,6 +56,7 @@
 #include <fmt/format.h>
 
 #include "checker/base/bytes.h"
+#include "checker/crypto/blake2b.h"
 #include "checker/crypto/key_mode.h"
 #include "checker/crypto/object_crypto.h"
 #include "checker/repo/file.h"
@@ -115,9 +117,8 @@ class Mac {
  public:
   Mac(crypto::KeyMode mode, Bytes key) : blake2_(crypto::UsesBlake2(mode)) {
     if (blake2_) {
-      if (blake2b_init(&keyed_, kMacSize) != 0 || blake2b_update(&keyed_, key.data(), key.size()) != 0) {
-        Die("blake2b init failed");
-      }
+      if (!keyed_.Init(kMacSize)) Die("blake2b init failed");
+      keyed_.Update(key);
       return;
     }
     mac_ = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
@@ -133,9 +134,9 @@ class Mac {
   }
   void Compute(Bytes msg, uint8_t out[kMacSize]) {
     if (blake2_) {
-      blake2b_state s = keyed_;
-      blake2b_update(&s, msg.data(), msg.size());
-      blake2b_final(&s, out, kMacSize);
+      crypto::Blake2b s = keyed_;
+      s.Update(msg);
+      s.Final(out);
       return;
     }
     size_t n = 0;
@@ -147,7 +148,7 @@ class Mac {
 
  private:
   bool blake2_;
-  blake2b_state keyed_{};
+  crypto::Blake2b keyed_;
   EVP_MAC* mac_ = nullptr;
   EVP_MAC_CTX* ctx_ = nullptr;
 };
@@ -171,6 +172,12 @@ int Engines(int repeat) {
   cost["sha256_openssl"] = Measure(repeat, [&] {
     unsigned int n = 0;
     if (EVP_Digest(data.data(), kSize, out, &n, EVP_sha256(), nullptr) != 1) Die("SHA-256 failed");
+  });
+  cost["blake2b_borgcheck"] = Measure(repeat, [&] {
+    crypto::Blake2b h;
+    if (!h.Init(32)) Die("blake2b init failed");
+    h.Update(Bytes(data.data(), kSize));
+    h.Final(out);
   });
   cost["blake2b_libb2_dispatch"] = Measure(repeat, [&] {
     blake2b_state s;
