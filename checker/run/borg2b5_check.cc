@@ -42,6 +42,7 @@
 #include "checker/run/borg2_key_loader.h"
 #include "checker/run/borg2b5_verifier.h"
 #include "checker/run/byte_budget.h"
+#include "checker/run/engine.h"
 
 namespace borgcheck::run {
 using report::Finding;
@@ -64,20 +65,10 @@ bool IsManifestId(const ChunkId& id) {
 
 bool IsPut(const repo::Borg2Entry& e) { return e.tag == repo::kB2TagPut || e.tag == repo::kB2TagPut2; }
 
-// A window of one segment file in memory, shared by the batches cut from it; the last batch
-// to finish releases its bytes to the budget and counts them as done. Written by the reader
-// before it is shared; read-only afterwards.
-struct Block {
-  ByteBuffer data;
+// A window of one segment file; see WindowBlock. Written by the reader before it is shared;
+// read-only afterwards.
+struct Block : WindowBlock {
   const repo::Borg2Segment* segment = nullptr;  // lives in the plan
-  uint64_t file_offset = 0;
-  ByteBudget* budget = nullptr;
-  std::atomic<uint64_t>* bytes_done = nullptr;
-
-  ~Block() {
-    if (budget) budget->Release(data.size());
-    if (bytes_done) bytes_done->fetch_add(data.size(), std::memory_order_relaxed);
-  }
 };
 
 // One entry to check: written by the reader, read by one worker.
@@ -92,27 +83,7 @@ struct Batch {
   uint64_t bytes = 0;
 };
 
-// Per-worker state: owned by worker i, touched only by it while the pool runs; read by the main
-// thread after Wait().
-struct WorkerState {
-  std::unique_ptr<Borg2b5ObjectVerifier> verifier;
-  uint64_t objects_verified = 0;
-  uint64_t stored_bytes = 0;
-  uint64_t plaintext_bytes = 0;
-  ByteBuffer reread;
-};
-
-Finding MakeFinding(Severity sev, Stage stage, std::string msg, std::optional<uint32_t> segment,
-                    std::optional<uint64_t> offset, const ChunkId* id) {
-  Finding f;
-  f.severity = sev;
-  f.stage = stage;
-  f.message = std::move(msg);
-  f.segment = segment;
-  f.offset = offset;
-  if (id) f.chunk_id = *id;
-  return f;
-}
+using WorkerState = run::WorkerState<Borg2b5ObjectVerifier>;
 
 class Borg2b5Checker {
  public:
@@ -143,6 +114,7 @@ class Borg2b5Checker {
   // own synchronisation
   report::FindingSink sink_;
   std::unique_ptr<ByteBudget> budget_;
+  WindowRecycler recycler_{kWindowBytes};  // outlives every Block (declared before pool_)
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint64_t> objects_done_{0};
   std::atomic<bool> changed_{false};
@@ -312,7 +284,8 @@ void Borg2b5Checker::ReadSegment(const repo::Borg2Segment& seg) {
     const uint64_t len = end - start;
     budget_->Acquire(len);
     auto block = std::make_shared<Block>();
-    block->data.Resize(len);
+    block->data = recycler_.Take(len);
+    block->recycler = &recycler_;
     block->segment = &seg;
     block->file_offset = start;
     block->budget = budget_.get();
@@ -323,7 +296,8 @@ void Borg2b5Checker::ReadSegment(const repo::Borg2Segment& seg) {
         const repo::Borg2Entry& e = seg.entries[k];
         budget_->Acquire(e.size);
         auto one = std::make_shared<Block>();
-        one->data.Resize(e.size);
+        one->data = recycler_.Take(e.size);
+        one->recycler = &recycler_;
         one->segment = &seg;
         one->file_offset = e.offset;
         one->budget = budget_.get();
@@ -460,27 +434,15 @@ CheckOutcome Borg2b5Checker::Run() {
   }
   pool_ = std::make_unique<pool::WorkStealingPool>(threads);
 
-  std::mutex progress_mu;
-  std::condition_variable progress_cv;
-  bool progress_done = false;
-  std::thread progress_thread;
-  auto snapshot = [&] {
+  ProgressReporter progress(progress_, [&] {
     report::Progress p;
     p.bytes_done = std::min(bytes_done_.load(), plan_.total_bytes);
     p.bytes_total = plan_.total_bytes;
     p.objects_done = objects_done_.load();
     p.objects_total = plan_.live_objects;
-    p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    p.elapsed_s = SecondsSince(start);
     return p;
-  };
-  if (progress_) {
-    progress_thread = std::thread([&] {
-      std::unique_lock<std::mutex> lock(progress_mu);
-      while (!progress_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return progress_done; })) {
-        progress_(snapshot(), false);
-      }
-    });
-  }
+  });
   Status internal;
   try {
     ReadAll();
@@ -490,16 +452,10 @@ CheckOutcome Borg2b5Checker::Run() {
     try { pool_->Wait(); } catch (...) {}
     internal = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
   }
-  if (progress_thread.joinable()) {
-    { std::lock_guard<std::mutex> lock(progress_mu); progress_done = true; }
-    progress_cv.notify_all();
-    progress_thread.join();
-    progress_(snapshot(), true);  // the final record carries the totals
-  }
+  progress.Finish();  // the final record carries the totals
   pool_.reset();
   if (int sig = PendingStopSignal()) {
-    out.stop_signal = sig;
-    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
+    SetInterrupted(out, sig);
     return out;
   }
   if (!internal.ok()) { out.status = internal; return out; }
@@ -535,10 +491,8 @@ CheckOutcome Borg2b5Checker::Run() {
   std::map<std::string, crypto::SessionKdf> sessions;
   for (const WorkerState& w : workers_) {
     w.verifier->ForEachSession([&](Bytes sid, crypto::SessionKdf kdf) { sessions[ToHex(sid)] = kdf; });
-    sum.objects_verified += w.objects_verified;
-    sum.stored_bytes += w.stored_bytes;
-    sum.plaintext_bytes += w.plaintext_bytes;
   }
+  AddWorkerTotals(workers_, sum);
   if (!sessions.empty()) {
     size_t hkdf = 0, sha = 0;
     for (const auto& [sid, kdf] : sessions) (kdf == crypto::SessionKdf::kHkdfSha512 ? hkdf : sha)++;
@@ -552,13 +506,7 @@ CheckOutcome Borg2b5Checker::Run() {
   }
   workers_.clear();
   key_.reset();  // wipes the key material
-  out.findings = sink_.Sorted();
-  for (const Finding& f : out.findings) {
-    sum.findings_by_stage[size_t(f.stage)]++;
-    (f.severity == Severity::kError ? sum.errors : sum.warnings)++;
-  }
-  sum.bytes_read = plan_.total_bytes;
-  sum.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  FinishSummary(sink_, plan_.total_bytes, start, out);
   return out;
 }
 
@@ -568,8 +516,7 @@ CheckOutcome RunBorg2SegmentsCheck(const CheckOptions& options, const ProgressCa
   Borg2b5Checker c(options, progress);
   CheckOutcome out = c.Run();
   if (int sig = PendingStopSignal(); sig && !out.stop_signal) {
-    out.stop_signal = sig;  // stopped while planning or waiting for a passphrase
-    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
+    SetInterrupted(out, sig);  // stopped while planning or waiting for a passphrase
   }
   return out;
 }

@@ -46,6 +46,7 @@
 #include "checker/run/borg2master_key_loader.h"
 #include "checker/run/borg2master_object.h"
 #include "checker/run/byte_budget.h"
+#include "checker/run/engine.h"
 
 namespace borgcheck::run {
 using report::Finding;
@@ -111,15 +112,7 @@ struct PackResult {
   size_t blobs = 0;
 };
 
-// Per-worker state: owned by worker i, touched only by it while the pool runs; summed by the
-// main thread after Wait().
-struct WorkerState {
-  std::unique_ptr<MasterObjectVerifier> verifier;
-  uint64_t objects_verified = 0;
-  uint64_t stored_bytes = 0;
-  uint64_t plaintext_bytes = 0;
-  ByteBuffer reread;
-};
+using WorkerState = run::WorkerState<MasterObjectVerifier>;
 
 class MasterChecker {
  public:
@@ -552,24 +545,15 @@ CheckOutcome MasterChecker::Run() {
   uint64_t objects_expected = index_.size();
   pool_ = std::make_unique<pool::WorkStealingPool>(threads);
 
-  std::mutex progress_mu;
-  std::condition_variable progress_cv;
-  bool progress_done = false;
-  std::thread progress_thread;
-  if (progress_) {
-    progress_thread = std::thread([&] {
-      std::unique_lock<std::mutex> lock(progress_mu);
-      while (!progress_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return progress_done; })) {
-        report::Progress p;
-        p.bytes_done = std::min(bytes_done_.load(), layout_.pack_bytes);
-        p.bytes_total = layout_.pack_bytes;
-        p.objects_done = objects_done_.load();
-        p.objects_total = std::max(objects_expected, p.objects_done);
-        p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-        progress_(p, false);
-      }
-    });
-  }
+  ProgressReporter progress(progress_, [&] {
+    report::Progress p;
+    p.bytes_done = std::min(bytes_done_.load(), layout_.pack_bytes);
+    p.bytes_total = layout_.pack_bytes;
+    p.objects_done = objects_done_.load();
+    p.objects_total = std::max(objects_expected, p.objects_done);
+    p.elapsed_s = SecondsSince(start_);
+    return p;
+  });
   Status internal;
   try {
     for (size_t p = 0; p < layout_.packs.size() && !Stopping(); ++p) {
@@ -591,19 +575,10 @@ CheckOutcome MasterChecker::Run() {
     }
     internal = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
   }
-  if (progress_thread.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(progress_mu);
-      progress_done = true;
-    }
-    progress_cv.notify_all();
-    progress_thread.join();
-    progress_(report::Progress(), true);
-  }
+  progress.Finish(report::Progress());  // this run's final record is empty (unlike the others')
   pool_.reset();
   if (int sig = PendingStopSignal()) {
-    out.stop_signal = sig;
-    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
+    SetInterrupted(out, sig);
     return out;
   }
   if (!internal.ok()) {
@@ -624,11 +599,7 @@ CheckOutcome MasterChecker::Run() {
   // only the walk found.
   sum.objects_total = index_.size();
   for (const PackResult& r : pack_results_) sum.objects_total += r.orphans;
-  for (const WorkerState& w : workers_) {
-    sum.objects_verified += w.objects_verified;
-    sum.stored_bytes += w.stored_bytes;
-    sum.plaintext_bytes += w.plaintext_bytes;
-  }
+  AddWorkerTotals(workers_, sum);
   workers_.clear();
   size_t fragments = index_.fragment_names.size();
   sum.notes.push_back(fmt::format("{} index fragment(s) ({} bad), {} pack(s), {} chunk index entries (what borg's "
@@ -637,13 +608,7 @@ CheckOutcome MasterChecker::Run() {
                                   layout_.archives.size()));
   key_.reset();  // wipes the key material
   sum.segments = layout_.packs.size();
-  out.findings = sink_.Sorted();
-  for (const Finding& f : out.findings) {
-    sum.findings_by_stage[size_t(f.stage)]++;
-    (f.severity == Severity::kError ? sum.errors : sum.warnings)++;
-  }
-  sum.bytes_read = layout_.pack_bytes;
-  sum.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  FinishSummary(sink_, layout_.pack_bytes, start_, out);
   return out;
 }
 
@@ -653,8 +618,7 @@ CheckOutcome RunBorgstoreV4Check(const CheckOptions& options, const ProgressCall
   MasterChecker c(options, progress);
   CheckOutcome out = c.Run();
   if (int sig = PendingStopSignal(); sig && !out.stop_signal) {
-    out.stop_signal = sig;  // stopped while reading the layout or waiting for a passphrase
-    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
+    SetInterrupted(out, sig);  // stopped while reading the layout or waiting for a passphrase
   }
   return out;
 }

@@ -37,6 +37,7 @@
 #include "checker/repo/format_detect.h"
 #include "checker/run/borg2_checks.h"
 #include "checker/run/byte_budget.h"
+#include "checker/run/engine.h"
 #include "checker/run/key_loader.h"
 #include "checker/run/object_verifier.h"
 
@@ -57,69 +58,11 @@ constexpr uint64_t kBatchBytes = 256 << 10;     // work per task
 constexpr size_t kBatchObjects = 256;
 constexpr uint64_t kMinInFlight = 16ull << 20;  // budget floor (peak RSS: bench/RESULTS.md)
 
-// Recycles the reader's block buffers: up to kIdleWindows idle windows (kWindowBytes) and
-// one idle larger buffer (for an entry bigger than a window: up to 8 MiB with borg's default
-// chunker). Allocated and freed through malloc at the rate the workers finish them, they
-// fragmented glibc's heap (peak RSS about 30 MiB above the budget on a 1 GB repository);
-// mmapped afresh, every block's pages fault in again (+0.2 s of kernel time per GB). Few are
-// kept: idle buffers stay resident while the budget is full of others.
-// Thread contract: safe for concurrent use (guarded by mu_). The reader takes; whichever
-// worker drops a block's last reference gives back.
-class BlockRecycler {
- public:
-  static constexpr size_t kIdleWindows = 2;
-
-  // A buffer of size n (contents unspecified).
-  ByteBuffer Take(uint64_t n) {
-    ByteBuffer b;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      // std::exchange, not a plain move: a moved-from ByteBuffer keeps its old capacity().
-      if (n <= kWindowBytes && !windows_.empty()) {
-        b = std::exchange(windows_.back(), ByteBuffer());
-        windows_.pop_back();
-      } else if (n > kWindowBytes && large_.capacity() >= n) {
-        b = std::exchange(large_, ByteBuffer());
-      }
-    }
-    if (b.capacity() == 0) b.Reserve(std::max<uint64_t>(n, kWindowBytes));
-    b.Resize(n);
-    return b;
-  }
-  void Give(ByteBuffer&& b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (b.capacity() == kWindowBytes) {
-      if (windows_.size() < kIdleWindows) windows_.push_back(std::move(b));
-    } else if (b.capacity() > large_.capacity()) {
-      large_ = std::move(b);  // keep the largest; the smaller one is freed
-    }
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<ByteBuffer> windows_;  // guarded by mu_; capacity kWindowBytes each
-  ByteBuffer large_;                 // guarded by mu_; capacity 0 when empty
-};
-
-// A window of one segment file in memory. Shared by the batches cut from it; the last one
-// to finish releases its bytes to the budget and counts them as done.
-// Written by the reader before it is shared; read-only afterwards.
-struct Block {
-  ByteBuffer data;
+// A window of one segment file; see WindowBlock. Written by the reader before it is shared;
+// read-only afterwards.
+struct Block : WindowBlock {
   uint32_t segment = 0;
-  uint64_t file_offset = 0;
   const std::string* path = nullptr;  // segment file, for re-reads; lives in the plan
-  ByteBudget* budget = nullptr;
-  std::atomic<uint64_t>* bytes_done = nullptr;
-  BlockRecycler* recycler = nullptr;  // set when data came from it
-  bool counts_progress = true;
-
-  ~Block() {
-    const uint64_t n = data.size();
-    if (recycler) recycler->Give(std::move(data));  // before Release: the reader may be waiting
-    if (budget) budget->Release(n);
-    if (bytes_done && counts_progress) bytes_done->fetch_add(n, std::memory_order_relaxed);
-  }
 };
 
 // One live entry to verify. Written by the reader, read by one worker. (Dead entries are
@@ -137,27 +80,7 @@ struct Batch {
   uint64_t bytes = 0;
 };
 
-// Per-worker state: owned by worker i, touched only by it while the pool runs; summed by
-// the main thread after Wait().
-struct WorkerState {
-  std::unique_ptr<ObjectVerifier> verifier;
-  uint64_t objects_verified = 0;
-  uint64_t stored_bytes = 0;
-  uint64_t plaintext_bytes = 0;
-  ByteBuffer reread;
-};
-
-Finding MakeFinding(Severity sev, Stage stage, std::string msg, uint32_t segment,
-                    std::optional<uint64_t> offset, const ChunkId* id) {
-  Finding f;
-  f.severity = sev;
-  f.stage = stage;
-  f.message = std::move(msg);
-  f.segment = segment;
-  f.offset = offset;
-  if (id) f.chunk_id = *id;
-  return f;
-}
+using WorkerState = run::WorkerState<ObjectVerifier>;
 
 bool IsManifestId(const ChunkId& id) {
   return std::all_of(id.begin(), id.end(), [](uint8_t b) { return b == 0; });
@@ -195,7 +118,7 @@ class Checker {
   // own synchronisation
   report::FindingSink sink_;
   std::unique_ptr<ByteBudget> budget_;
-  BlockRecycler recycler_;  // outlives every Block (declared before pool_)
+  WindowRecycler recycler_{kWindowBytes};  // outlives every Block (declared before pool_)
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint64_t> objects_done_{0};
   std::atomic<bool> changed_{false};
@@ -665,24 +588,15 @@ CheckOutcome Checker::Run() {
   }
   pool_ = std::make_unique<pool::WorkStealingPool>(threads);
 
-  std::mutex progress_mu;
-  std::condition_variable progress_cv;
-  bool progress_done = false;
-  std::thread progress_thread;
-  if (progress_) {
-    progress_thread = std::thread([&] {
-      std::unique_lock<std::mutex> lock(progress_mu);
-      while (!progress_cv.wait_for(lock, std::chrono::milliseconds(100), [&] { return progress_done; })) {
-        report::Progress p;
-        p.bytes_done = std::min(bytes_done_.load(), plan_.total_bytes);
-        p.bytes_total = plan_.total_bytes;
-        p.objects_done = objects_done_.load();
-        p.objects_total = plan_.live.size();
-        p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-        progress_(p, false);
-      }
-    });
-  }
+  ProgressReporter progress(progress_, [&] {
+    report::Progress p;
+    p.bytes_done = std::min(bytes_done_.load(), plan_.total_bytes);
+    p.bytes_total = plan_.total_bytes;
+    p.objects_done = objects_done_.load();
+    p.objects_total = plan_.live.size();
+    p.elapsed_s = SecondsSince(start_);
+    return p;
+  });
   Status internal;
   try {
     ReadAll();
@@ -692,22 +606,10 @@ CheckOutcome Checker::Run() {
     try { pool_->Wait(); } catch (...) {}
     internal = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
   }
-  if (progress_thread.joinable()) {
-    { std::lock_guard<std::mutex> lock(progress_mu); progress_done = true; }
-    progress_cv.notify_all();
-    progress_thread.join();
-    report::Progress p;
-    p.bytes_done = std::min(bytes_done_.load(), plan_.total_bytes);
-    p.bytes_total = plan_.total_bytes;
-    p.objects_done = objects_done_.load();
-    p.objects_total = plan_.live.size();
-    p.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    progress_(p, true);
-  }
+  progress.Finish();
   pool_.reset();
-  out.stop_signal = g_stop_signal.load();
-  if (out.stop_signal) {
-    out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", out.stop_signal));
+  if (int sig = g_stop_signal.load()) {
+    SetInterrupted(out, sig);
     return out;
   }
   if (!internal.ok()) { out.status = internal; return out; }
@@ -748,21 +650,11 @@ CheckOutcome Checker::Run() {
       }
     }
   }
-  for (const WorkerState& w : workers_) {
-    sum.objects_verified += w.objects_verified;
-    sum.stored_bytes += w.stored_bytes;
-    sum.plaintext_bytes += w.plaintext_bytes;
-  }
+  AddWorkerTotals(workers_, sum);
   if (manifest_tam_failed && sum.objects_verified) sum.objects_verified--;
   workers_.clear();
   key_.reset();  // wipes the key material
-  out.findings = sink_.Sorted();
-  for (const Finding& f : out.findings) {
-    sum.findings_by_stage[size_t(f.stage)]++;
-    (f.severity == Severity::kError ? sum.errors : sum.warnings)++;
-  }
-  sum.bytes_read = plan_.total_bytes;
-  sum.elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  FinishSummary(sink_, plan_.total_bytes, start_, out);
   return out;
 }
 
@@ -785,8 +677,7 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
       Checker c(options, progress);
       CheckOutcome out = c.Run();
       if (int sig = g_stop_signal.load(); sig && !out.stop_signal) {
-        out.stop_signal = sig;  // stopped while planning or waiting for a passphrase
-        out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", sig));
+        SetInterrupted(out, sig);  // stopped while planning or waiting for a passphrase
       }
       return out;
     }
