@@ -5,7 +5,7 @@
 #include <filesystem>
 
 #include "checker/repo/file.h"
-#include "checker/run/passphrase.h"
+#include "checker/run/passphrase_key.h"
 
 namespace borgcheck::run {
 namespace fs = std::filesystem;
@@ -15,49 +15,6 @@ namespace {
 std::string Env(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
-}
-
-struct KeyText {
-  std::string base64;
-  std::string where;  // "config" or the key file path, for messages
-};
-
-Result<KeyText> FindKeyFile(const std::string& repo_path, const repo::RepoConfig& config) {
-  if (std::string file = Env("BORG_KEY_FILE"); !file.empty()) {
-    Result<std::string> text = repo::ReadWholeFile(fs::absolute(file).string(), 1 << 20);
-    if (!text.ok()) {
-      return Status(StatusCode::kKeyNotFound,
-                    "key file " + file + " (from BORG_KEY_FILE) cannot be read: " + text.status().message());
-    }
-    Result<crypto::KeyFileContents> kf = crypto::ParseKeyFile(*text);
-    if (!kf.ok()) return Status(StatusCode::kCorruptMetadata, "key file " + file + ": " + kf.status().message());
-    if (kf->repository_id_hex != config.id_hex) {
-      return Status(StatusCode::kKeyNotFound,
-                    "key file " + file + " (from BORG_KEY_FILE) belongs to repository " +
-                        kf->repository_id_hex + ", not to " + repo_path + " (" + config.id_hex + ")");
-    }
-    return KeyText{kf->base64, file};
-  }
-  std::string dir = KeysDirectory();
-  std::error_code ec;
-  if (fs::is_directory(dir, ec)) {
-    std::vector<fs::path> files;
-    for (const auto& e : fs::directory_iterator(dir, ec)) {
-      if (e.is_regular_file()) files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());  // deterministic choice if two match
-    for (const fs::path& p : files) {
-      Result<std::string> text = repo::ReadWholeFile(p.string(), 1 << 20);
-      if (!text.ok()) continue;
-      if (text->rfind("BORG_KEY " + config.id_hex, 0) != 0) continue;
-      Result<crypto::KeyFileContents> kf = crypto::ParseKeyFile(*text);
-      if (!kf.ok()) return Status(StatusCode::kCorruptMetadata, "key file " + p.string() + ": " + kf.status().message());
-      return KeyText{kf->base64, p.string()};
-    }
-  }
-  return Status(StatusCode::kKeyNotFound,
-                "No key file for repository " + repo_path + " found in " + dir +
-                    ". Set BORG_KEY_FILE to the key file, or BORG_KEYS_DIR to the folder that holds it.");
 }
 
 }  // namespace
@@ -82,7 +39,7 @@ Result<crypto::KeyMaterial> LoadKey(const std::string& repo_path, const repo::Re
                                     crypto::KeyMode mode) {
   KeyText key;
   if (crypto::KeyInKeyFile(mode)) {
-    Result<KeyText> k = FindKeyFile(repo_path, config);
+    Result<KeyText> k = FindKeyFileForRepository(repo_path, config.id_hex, {KeysDirectory()});
     if (!k.ok()) return k.status();
     key = std::move(k).value();
   } else {
@@ -100,36 +57,8 @@ Result<crypto::KeyMaterial> LoadKey(const std::string& repo_path, const repo::Re
     return r;
   };
 
-  Result<PassphraseSource> src = PassphraseFromEnvironment();
-  if (!src.ok()) return src.status();
-  if (src->passphrase) {
-    Result<crypto::KeyMaterial> r = crypto::DecryptKeyBlob(key.base64, *src->passphrase);
-    WipeString(*src->passphrase);
-    if (!r.ok() && r.status().code() == StatusCode::kWrongPassphrase) {
-      return Status(StatusCode::kWrongPassphrase,
-                    "the passphrase supplied in " + src->source + " is incorrect for the key in " +
-                        key.where + " (or that key blob is damaged: the two cannot be told apart). "
-                        "Set the right passphrase in " + src->source + ".");
-    }
-    return check_id(std::move(r));
-  }
-  // borg tries the empty passphrase silently before prompting.
-  Result<crypto::KeyMaterial> r = crypto::DecryptKeyBlob(key.base64, "");
-  if (r.ok() || r.status().code() != StatusCode::kWrongPassphrase) return check_id(std::move(r));
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    std::optional<std::string> typed = PromptPassphrase("Enter passphrase for key " + key.where + ": ");
-    if (!typed) {
-      return Status(StatusCode::kInvalidArgument,
-                    "the repository key is protected by a passphrase and there is no terminal to "
-                    "ask for it: set BORG_PASSPHRASE, BORG_PASSCOMMAND or BORG_PASSPHRASE_FD");
-    }
-    r = crypto::DecryptKeyBlob(key.base64, *typed);
-    WipeString(*typed);
-    if (r.ok() || r.status().code() != StatusCode::kWrongPassphrase) return check_id(std::move(r));
-  }
-  return Status(StatusCode::kWrongPassphrase,
-                "the passphrase typed is incorrect for the key in " + key.where +
-                    " (or that key blob is damaged: the two cannot be told apart)");
+  return check_id(UnlockWithPassphrase<crypto::KeyMaterial>(
+      key.where, [&](const std::string& passphrase) { return crypto::DecryptKeyBlob(key.base64, passphrase); }));
 }
 
 }  // namespace borgcheck::run
