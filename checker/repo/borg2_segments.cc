@@ -21,6 +21,7 @@
 #include "checker/repo/file.h"
 #include "checker/repo/repository.h"
 #include "checker/repo/segment_format.h"
+#include "checker/repo/text_util.h"
 
 namespace borgcheck::repo {
 namespace fs = std::filesystem;
@@ -98,12 +99,6 @@ uint64_t Resync(const ReadOnlyFile& f, uint64_t from, uint64_t limit) {
     }
   }
   return limit;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-  return out;
 }
 
 }  // namespace
@@ -200,11 +195,7 @@ Result<Borg2Config> ParseBorg2Config(std::string_view text) {
     return Status(StatusCode::kCorruptMetadata, "config: repository id is not 64 hex digits");
   }
   c.id_hex = Lower(*id);
-  if (const std::string* k = get("key")) {
-    for (char ch : *k) {
-      if (!std::isspace(static_cast<unsigned char>(ch))) c.key_base64.push_back(ch);
-    }
-  }
+  if (const std::string* k = get("key")) c.key_base64 = WithoutWhitespace(*k);
   return c;
 }
 

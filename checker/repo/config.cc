@@ -5,25 +5,9 @@
 #include <charconv>
 
 #include "checker/base/bytes.h"
+#include "checker/repo/text_util.h"
 
 namespace borgcheck::repo {
-namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return char(std::tolower(c)); });
-  return out;
-}
-
-}  // namespace
-
 Result<IniFile> ParseIni(std::string_view text) {
   IniFile ini;
   std::string section;
@@ -134,11 +118,7 @@ Result<RepoConfig> ParseRepoConfig(std::string_view text) {
     return Status(StatusCode::kCorruptMetadata, "config: repository id is not 64 hex digits");
   }
   c.id_hex = Lower(*id);
-  if (const std::string* k = get("key")) {
-    for (char ch : *k) {
-      if (!std::isspace(static_cast<unsigned char>(ch))) c.key_base64.push_back(ch);
-    }
-  }
+  if (const std::string* k = get("key")) c.key_base64 = WithoutWhitespace(*k);
   return c;
 }
 
