@@ -20,6 +20,7 @@
 #include "checker/repo/config.h"
 #include "checker/repo/file.h"
 #include "checker/repo/repository.h"
+#include "checker/repo/segment_finding.h"
 #include "checker/repo/segment_format.h"
 #include "checker/repo/text_util.h"
 
@@ -33,18 +34,6 @@ using Id = ChunkId;
 namespace {
 
 constexpr uint64_t kResyncWindow = 1 << 20;
-
-Finding MakeFinding(Severity sev, Stage stage, std::string msg, std::optional<uint32_t> segment,
-                    std::optional<uint64_t> offset, const Id* id = nullptr) {
-  Finding f;
-  f.severity = sev;
-  f.stage = stage;
-  f.message = std::move(msg);
-  f.segment = segment;
-  f.offset = offset;
-  if (id) f.chunk_id = *id;
-  return f;
-}
 
 bool EndsWithCommit(const std::string& path, uint64_t size) {
   if (size < kSegmentMagicSize + kB2CommitSize) return false;

@@ -223,23 +223,12 @@ void Borg2b5Checker::VerifyBatch(const Batch& b, size_t worker) {
       continue;
     }
     // Read the entry once more before reporting it.
-    Reread reread = Reread::kNotReread;
+    Reread reread = ReadAgain(seg.path, e.offset, bytes, ws.reread);
     Severity severity = e.live ? fail->severity : Severity::kWarning;
-    Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(seg.path);
-    if (f.ok()) {
-      ws.reread.Resize(e.size);
-      if (f->ReadAt(e.offset, e.size, ws.reread.data()).ok()) {
-        reread = Reread::kAgreed;
-        if (std::memcmp(ws.reread.data(), bytes.data(), e.size) != 0) {
-          if (!ws.verifier->Verify(ws.reread.view(), e, decrypt)) {
-            reread = Reread::kPassed;
-            severity = Severity::kWarning;
-            passed();
-          } else {
-            reread = Reread::kDiffered;
-          }
-        }
-      }
+    if (reread == Reread::kDiffered && !ws.verifier->Verify(ws.reread.view(), e, decrypt)) {
+      reread = Reread::kPassed;
+      severity = Severity::kWarning;
+      passed();
     }
     std::string msg = fail->message;
     if (!e.live) msg += " (in a superseded entry: no current object is affected)";
@@ -443,15 +432,7 @@ CheckOutcome Borg2b5Checker::Run() {
     p.elapsed_s = SecondsSince(start);
     return p;
   });
-  Status internal;
-  try {
-    ReadAll();
-    pool_->Wait();
-  } catch (const std::exception& e) {
-    pool_->RequestStop();
-    try { pool_->Wait(); } catch (...) {}
-    internal = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
-  }
+  Status internal = FeedAndWait(*pool_, [&] { ReadAll(); });
   progress.Finish();  // the final record carries the totals
   pool_.reset();
   if (int sig = PendingStopSignal()) {
@@ -513,12 +494,7 @@ CheckOutcome Borg2b5Checker::Run() {
 }  // namespace
 
 CheckOutcome RunBorg2SegmentsCheck(const CheckOptions& options, const ProgressCallback& progress) {
-  Borg2b5Checker c(options, progress);
-  CheckOutcome out = c.Run();
-  if (int sig = PendingStopSignal(); sig && !out.stop_signal) {
-    SetInterrupted(out, sig);  // stopped while planning or waiting for a passphrase
-  }
-  return out;
+  return RunChecker<Borg2b5Checker>(options, progress);
 }
 
 }  // namespace borgcheck::run

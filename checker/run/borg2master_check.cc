@@ -554,8 +554,7 @@ CheckOutcome MasterChecker::Run() {
     p.elapsed_s = SecondsSince(start_);
     return p;
   });
-  Status internal;
-  try {
+  Status internal = FeedAndWait(*pool_, [&] {
     for (size_t p = 0; p < layout_.packs.size() && !Stopping(); ++p) {
       // The block owns the budget reservation from here: it is released when the pack's last
       // verify batch is done, or when a dropped task's capture is destroyed.
@@ -566,15 +565,7 @@ CheckOutcome MasterChecker::Run() {
       block->reserved = layout_.packs[p].size;
       pool_->Submit([this, p, block](size_t w) { CheckPack(p, w, block); });
     }
-    pool_->Wait();
-  } catch (const std::exception& e) {
-    pool_->RequestStop();
-    try {
-      pool_->Wait();
-    } catch (...) {
-    }
-    internal = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
-  }
+  });
   progress.Finish(report::Progress());  // this run's final record is empty (unlike the others')
   pool_.reset();
   if (int sig = PendingStopSignal()) {
@@ -615,12 +606,7 @@ CheckOutcome MasterChecker::Run() {
 }  // namespace
 
 CheckOutcome RunBorgstoreV4Check(const CheckOptions& options, const ProgressCallback& progress) {
-  MasterChecker c(options, progress);
-  CheckOutcome out = c.Run();
-  if (int sig = PendingStopSignal(); sig && !out.stop_signal) {
-    SetInterrupted(out, sig);  // stopped while reading the layout or waiting for a passphrase
-  }
-  return out;
+  return RunChecker<MasterChecker>(options, progress);
 }
 
 }  // namespace borgcheck::run

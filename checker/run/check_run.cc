@@ -201,30 +201,14 @@ void Checker::VerifyBatch(const Batch& b, size_t worker) {
       continue;
     }
     // Read the object once more before reporting it.
-    Reread reread = Reread::kAgreed;
+    Reread reread = ReadAgain(*b.block->path, it.offset, entry, ws.reread);
     Severity severity = fail->severity;
-    Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(*b.block->path);
-    if (f.ok()) {
-      ws.reread.Resize(it.size);
-      if (f->ReadAt(it.offset, it.size, ws.reread.data()).ok()) {
-        bool same = std::memcmp(ws.reread.data(), entry.data(), it.size) == 0;
-        if (!same) {
-          std::optional<VerifyFailure> again = ws.verifier->Verify(ws.reread.view(), id);
-          if (!again) {
-            reread = Reread::kPassed;
-            severity = Severity::kWarning;
-            ws.objects_verified++;
-            ws.stored_bytes += it.size;
-            ws.plaintext_bytes += ws.verifier->plaintext().size();
-          } else {
-            reread = Reread::kDiffered;
-          }
-        }
-      } else {
-        reread = Reread::kNotReread;
-      }
-    } else {
-      reread = Reread::kNotReread;
+    if (reread == Reread::kDiffered && !ws.verifier->Verify(ws.reread.view(), id)) {
+      reread = Reread::kPassed;
+      severity = Severity::kWarning;
+      ws.objects_verified++;
+      ws.stored_bytes += it.size;
+      ws.plaintext_bytes += ws.verifier->plaintext().size();
     }
     ChunkId cid = it.live->id;
     Finding finding = MakeFinding(severity, fail->stage,
@@ -597,15 +581,7 @@ CheckOutcome Checker::Run() {
     p.elapsed_s = SecondsSince(start_);
     return p;
   });
-  Status internal;
-  try {
-    ReadAll();
-    pool_->Wait();
-  } catch (const std::exception& e) {
-    pool_->RequestStop();
-    try { pool_->Wait(); } catch (...) {}
-    internal = Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
-  }
+  Status internal = FeedAndWait(*pool_, [&] { ReadAll(); });
   progress.Finish();
   pool_.reset();
   if (int sig = g_stop_signal.load()) {
@@ -673,14 +649,8 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
     return out;
   }
   switch (format->format) {
-    case repo::RepoFormat::kBorg1: {
-      Checker c(options, progress);
-      CheckOutcome out = c.Run();
-      if (int sig = g_stop_signal.load(); sig && !out.stop_signal) {
-        SetInterrupted(out, sig);  // stopped while planning or waiting for a passphrase
-      }
-      return out;
-    }
+    case repo::RepoFormat::kBorg1:
+      return RunChecker<Checker>(options, progress);
     case repo::RepoFormat::kBorg2Segments:
       return RunBorg2SegmentsCheck(options, progress);
     case repo::RepoFormat::kBorgstoreV4:

@@ -1,24 +1,14 @@
 #include "checker/run/engine.h"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 #include <fmt/format.h>
 
-namespace borgcheck::run {
+#include "checker/repo/file.h"
 
-report::Finding MakeFinding(report::Severity sev, report::Stage stage, std::string msg,
-                            std::optional<uint32_t> segment, std::optional<uint64_t> offset,
-                            const repo::ChunkId* id) {
-  report::Finding f;
-  f.severity = sev;
-  f.stage = stage;
-  f.message = std::move(msg);
-  f.segment = segment;
-  f.offset = offset;
-  if (id) f.chunk_id = *id;
-  return f;
-}
+namespace borgcheck::run {
 
 ByteBuffer WindowRecycler::Take(uint64_t n) {
   ByteBuffer b;
@@ -87,6 +77,30 @@ void ProgressReporter::Finish(const report::Progress& final_record) {
   if (!thread_.joinable()) return;
   Stop();
   progress_(final_record, true);
+}
+
+report::Reread ReadAgain(const std::string& path, uint64_t offset, Bytes first, ByteBuffer& scratch) {
+  Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(path);
+  if (!f.ok()) return report::Reread::kNotReread;
+  scratch.Resize(first.size());
+  if (!f->ReadAt(offset, first.size(), scratch.data()).ok()) return report::Reread::kNotReread;
+  return std::memcmp(scratch.data(), first.data(), first.size()) == 0 ? report::Reread::kAgreed
+                                                                      : report::Reread::kDiffered;
+}
+
+Status FeedAndWait(pool::WorkStealingPool& pool, const std::function<void()>& feed) {
+  try {
+    feed();
+    pool.Wait();
+  } catch (const std::exception& e) {
+    pool.RequestStop();
+    try {
+      pool.Wait();
+    } catch (...) {
+    }
+    return Status(StatusCode::kInternal, std::string("internal error: ") + e.what());
+  }
+  return Status::Ok();
 }
 
 double SecondsSince(std::chrono::steady_clock::time_point start) {

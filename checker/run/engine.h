@@ -1,8 +1,8 @@
 // Engine pieces the three check runs (check_run.cc for borg 1.x, borg2b5_check.cc for
-// repository version 2, borg2master_check.cc for version 4) share: findings located by
-// segment and offset, the window a reader shares with the batches cut from it (with the
-// recycling of its buffer and its budget and progress accounting), the progress thread, and
-// the finishing of a run's summary.
+// repository version 2, borg2master_check.cc for version 4) share: the window a reader shares
+// with the batches cut from it (with the recycling of its buffer and its budget and progress
+// accounting), per-worker counters, the progress thread, and the finishing of a run's
+// outcome.
 //
 // Thread contract: per declaration below. The run's main thread creates and finishes
 // everything here; pool workers only drop the last reference to a WindowBlock.
@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "checker/base/bytes.h"
+#include "checker/pool/work_stealing_pool.h"
 #include "checker/repo/chunk_id.h"
+#include "checker/repo/segment_finding.h"
 #include "checker/report/finding.h"
 #include "checker/report/output.h"
 #include "checker/run/byte_budget.h"
@@ -29,11 +31,8 @@
 
 namespace borgcheck::run {
 
-// A finding located by segment number and offset in it (borg's "[segment N, offset M]"),
-// against chunk `id` when it is not null. Pure.
-report::Finding MakeFinding(report::Severity sev, report::Stage stage, std::string msg,
-                            std::optional<uint32_t> segment, std::optional<uint64_t> offset,
-                            const repo::ChunkId* id);
+// A finding located by segment number and offset in it (repo/segment_finding.h).
+using repo::MakeFinding;
 
 // Recycles a reader's window buffers: up to kIdleWindows idle windows (window_bytes each) and
 // one idle larger buffer (for an entry bigger than a window: up to 8 MiB with borg's default
@@ -131,6 +130,18 @@ class ProgressReporter {
   std::thread thread_;
 };
 
+// The second read of a failed object in a segment file: reads `first.size()` bytes at
+// `offset` of `path` into `scratch` and compares them with `first`. kNotReread: the file
+// cannot be opened or read; kAgreed: the same bytes; kDiffered: other bytes, now in `scratch`
+// (the caller verifies them and reports kPassed when they pass). Safe for concurrent use
+// (each worker passes its own scratch).
+report::Reread ReadAgain(const std::string& path, uint64_t offset, Bytes first, ByteBuffer& scratch);
+
+// Runs feed() (which submits the run's tasks to `pool`) and then waits for the pool. An
+// exception from either stops the pool, waits for its running tasks and becomes kInternal
+// ("internal error: ..."). Main thread.
+Status FeedAndWait(pool::WorkStealingPool& pool, const std::function<void()>& feed);
+
 // Seconds since `start` on the steady clock.
 double SecondsSince(std::chrono::steady_clock::time_point start);
 
@@ -142,5 +153,16 @@ void SetInterrupted(CheckOutcome& out, int signo);
 // the pool is gone.
 void FinishSummary(const report::FindingSink& sink, uint64_t bytes_read,
                    std::chrono::steady_clock::time_point start, CheckOutcome& out);
+
+// Runs Checker(options, progress).Run(). A stop signal the run did not see itself (it came
+// while planning or waiting for a passphrase) still makes the outcome kInterrupted.
+// Main thread.
+template <class Checker>
+CheckOutcome RunChecker(const CheckOptions& options, const ProgressCallback& progress) {
+  Checker c(options, progress);
+  CheckOutcome out = c.Run();
+  if (int sig = PendingStopSignal(); sig && !out.stop_signal) SetInterrupted(out, sig);
+  return out;
+}
 
 }  // namespace borgcheck::run
