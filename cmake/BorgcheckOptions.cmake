@@ -61,10 +61,9 @@ function(borgcheck_test name)
   # arrive broken; set labels and environment on the discovered tests from an include file
   # that runs after Catch has defined <name>_TESTS.
   catch_discover_tests(${name} TEST_LIST ${name}_TESTS)
-  string(REPLACE ";" "\\;" labels_escaped "${labels}")
   file(WRITE "${CMAKE_CURRENT_BINARY_DIR}/${name}_properties.cmake"
        "if(DEFINED ${name}_TESTS)\n"
-       "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${labels_escaped}\"\n"
+       "  set_tests_properties(\${${name}_TESTS} PROPERTIES LABELS \"${labels}\"\n"
        "    ENVIRONMENT \"BORGCHECK_SHARED_DIR=${BORGCHECK_SHARED_DIR}\")\n"
        "endif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES

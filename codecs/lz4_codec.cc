@@ -9,12 +9,13 @@
 //
 // LZ4 reports "output too small" and "malformed" the same way (a negative result). To tell a
 // bomb from a corrupt block, a failed decode is retried with LZ4_decompress_safe_partial
-// limited to `cap` bytes: if that yields a full `cap` bytes, the block decodes cleanly up to
-// the cap and wants more, which is reported as kExceedsCap. This second pass only runs on the
-// failure path.
+// asking for cap+1 bytes: if it yields more than `cap`, the block decodes cleanly past the cap,
+// which is reported as kExceedsCap. This second pass only runs on the failure path. The
+// buffer has 64 bytes of slack beyond the cap (see Decode).
 
 #include <lz4.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstring>
 
@@ -50,23 +51,32 @@ class Lz4Backend final : public CodecBackend {
     }
     const int src_size = int(body.size());
     const char* src = reinterpret_cast<const char*>(body.data());
-    if (cap > size_t(INT_MAX)) cap = size_t(INT_MAX);  // LZ4's sizes are int
+    // LZ4 judges a malformed block's end against the end of the output buffer: a block that
+    // decodes fine with room to spare fails when the buffer is exactly its size. So decode
+    // with kSlack bytes of room beyond the cap and treat a result above the cap as too big
+    // (found by fuzz/lz4_fuzzer: corpus/lz4/crash-*).
+    constexpr size_t kSlack = 64;
+    if (cap > size_t(INT_MAX) - kSlack) cap = size_t(INT_MAX) - kSlack;  // LZ4's sizes are int
+    size_t room = cap + kSlack;
 
     uint8_t* dst;
     if (use_shared_scratch_) {
-      if (cap > kSharedScratchSize) cap = kSharedScratchSize;
+      if (room > kSharedScratchSize) room = kSharedScratchSize;
+      if (cap > room) cap = room;
       dst = SharedScratch();
     } else {
-      out.Reserve(cap == 0 ? 1 : cap);
+      out.Reserve(room);
       dst = out.data();
     }
-    const int capacity = int(cap);
+    const int capacity = int(room);
 
     const int n = LZ4_decompress_safe(src, reinterpret_cast<char*>(dst), src_size, capacity);
+    if (n >= 0 && size_t(n) > cap) return BackendStatus::kExceedsCap;
     if (n < 0) {
+      const int target = int(std::min(room, cap + 1));
       const int partial = LZ4_decompress_safe_partial(src, reinterpret_cast<char*>(dst), src_size,
-                                                      capacity, capacity);
-      if (capacity > 0 && partial == capacity) return BackendStatus::kExceedsCap;
+                                                      target, capacity);
+      if (partial >= 0 && size_t(partial) > cap) return BackendStatus::kExceedsCap;
       error = "lz4 decompress failed";
       return BackendStatus::kCorrupt;
     }

@@ -72,8 +72,10 @@ class ByteBuffer {
     if (n > capacity_) Grow(n);
     size_ = n;
   }
+  // Makes capacity() >= n, allocating exactly n when it grows (a decompressor reserves its
+  // output cap once: rounding that up would over-allocate).
   void Reserve(size_t n) {
-    if (n > capacity_) Grow(n);
+    if (n > capacity_) Reallocate(n);
   }
   void Clear() { size_ = 0; }
   void Assign(Bytes b) {
@@ -90,9 +92,12 @@ class ByteBuffer {
   MutableBytes mutable_view() { return MutableBytes(data_.get(), size_); }
 
  private:
-  void Grow(size_t n) {
+  void Grow(size_t n) {  // amortised growth for Resize
     size_t cap = capacity_ ? capacity_ : 4096;
     while (cap < n) cap = cap > (SIZE_MAX / 2) ? n : cap * 2;
+    Reallocate(cap);
+  }
+  void Reallocate(size_t cap) {
     std::unique_ptr<uint8_t[]> fresh(new uint8_t[cap]);
     if (size_) std::memcpy(fresh.get(), data_.get(), size_);
     data_ = std::move(fresh);

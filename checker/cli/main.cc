@@ -36,6 +36,15 @@ constexpr const char* kDescription =
 
 int main(int argc, char** argv) {
   using namespace borgcheck;
+#ifdef BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH
+  // A fuzzing build ignores MAC results (so mutations reach the parsers): such a binary must
+  // never give a verdict on a real repository.
+  std::fprintf(stderr, "borgcheck: this binary was built for fuzzing (MAC checks skipped) and "
+                       "cannot verify repositories; use a release build\n");
+  (void)argc;
+  (void)argv;
+  return report::kExitCouldNotRun;
+#endif
   CLI::App app(kDescription, "borgcheck");
   cli::RawArgs raw;
   app.add_option("REPO", raw.repository, "repository path (default: $BORG_REPO)");
