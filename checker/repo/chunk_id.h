@@ -23,4 +23,12 @@ struct IdHash {
   }
 };
 
+// The manifest's chunk id is all zeros (borg's Manifest.MANIFEST_ID) in every generation.
+inline bool IsManifestId(const ChunkId& id) {
+  for (uint8_t b : id) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace borgcheck::repo

@@ -50,6 +50,7 @@ using report::Reread;
 using report::Severity;
 using report::Stage;
 using repo::ChunkId;
+using repo::IsManifestId;
 
 namespace {
 
@@ -58,10 +59,6 @@ constexpr uint64_t kBatchBytes = 256 << 10;     // work per task
 constexpr size_t kBatchObjects = 256;
 constexpr uint64_t kMinInFlight = 32ull << 20;  // budget floor
 constexpr size_t kModeSamples = 16;             // objects besides the manifest asked for the mode
-
-bool IsManifestId(const ChunkId& id) {
-  return std::all_of(id.begin(), id.end(), [](uint8_t b) { return b == 0; });
-}
 
 bool IsPut(const repo::Borg2Entry& e) { return e.tag == repo::kB2TagPut || e.tag == repo::kB2TagPut2; }
 

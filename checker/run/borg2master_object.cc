@@ -47,7 +47,7 @@ std::optional<VerifyFailure> MasterObjectVerifier::Verify(Bytes blob, const repo
   if (!verify_data_) return std::nullopt;
   if (!status_.ok()) return VerifyFailure{Stage::kAuthentication, "internal error: " + status_.message()};
 
-  const bool is_manifest = std::all_of(id.begin(), id.end(), [](uint8_t b) { return b == 0; });
+  const bool is_manifest = repo::IsManifestId(id);
   const std::string chunk = "Chunk " + ToHex(Bytes(id.data(), id.size())) + ": ";
   auto open_failure = [&](const crypto::MasterOpenResult& r) {
     return VerifyFailure{r.outcome == crypto::MasterOpenOutcome::kAuthFailed ? Stage::kAuthentication : Stage::kEnvelope,

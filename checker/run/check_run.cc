@@ -48,6 +48,7 @@ using report::Severity;
 using report::Stage;
 using repo::ChunkId;
 using repo::IdHash;
+using repo::IsManifestId;
 
 namespace {
 
@@ -81,10 +82,6 @@ struct Batch {
 };
 
 using WorkerState = run::WorkerState<ObjectVerifier>;
-
-bool IsManifestId(const ChunkId& id) {
-  return std::all_of(id.begin(), id.end(), [](uint8_t b) { return b == 0; });
-}
 
 class Checker {
  public:
