@@ -566,7 +566,7 @@ CheckOutcome MasterChecker::Run() {
       pool_->Submit([this, p, block](size_t w) { CheckPack(p, w, block); });
     }
   });
-  progress.Finish(report::Progress());  // this run's final record is empty (unlike the others')
+  progress.Finish();  // the final record carries the totals, as in the other runs
   pool_.reset();
   if (int sig = PendingStopSignal()) {
     SetInterrupted(out, sig);

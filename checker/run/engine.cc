@@ -73,12 +73,6 @@ void ProgressReporter::Finish() {
   progress_(snapshot_(), true);  // the final record carries the totals
 }
 
-void ProgressReporter::Finish(const report::Progress& final_record) {
-  if (!thread_.joinable()) return;
-  Stop();
-  progress_(final_record, true);
-}
-
 report::Reread ReadAgain(const std::string& path, uint64_t offset, Bytes first, ByteBuffer& scratch) {
   Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(path);
   if (!f.ok()) return report::Reread::kNotReread;

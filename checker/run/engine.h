@@ -116,8 +116,6 @@ class ProgressReporter {
 
   // Stops and joins the thread, then sends snapshot() (the totals) as the final record.
   void Finish();
-  // The same, with `final_record` as the final record.
-  void Finish(const report::Progress& final_record);
 
  private:
   void Stop();
