@@ -18,9 +18,9 @@
 
 #include <climits>
 #include <cstring>
-#include <exception>
 #include <msgpack.hpp>
 
+#include "checker/base/msgpack_util.h"
 #include "checker/crypto/blake2b.h"
 #include "checker/crypto/blake3.h"
 #include "checker/crypto/key_blob.h"
@@ -39,50 +39,12 @@ constexpr size_t kArgon2TagSize = 16;
 Status Corrupt(std::string msg) { return Status(StatusCode::kCorruptMetadata, std::move(msg)); }
 Status Unsupported(std::string msg) { return Status(StatusCode::kUnsupported, std::move(msg)); }
 
-// Byte strings are referenced in place, never copied into msgpack's zone: in the inner map they
-// are key material, and a zone copy would escape our wipe.
-bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
-
-bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
-  try {
-    const size_t n = buf.size();
-    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
-    size_t off = 0;
-    bool referenced = false;
-    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, referenced,
-                          &ReferenceAll, nullptr, limit);
-    if (off != n) {
-      error = "extra bytes after the msgpack value";
-      return false;
-    }
-    return true;
-  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
-    error = e.what();
-    return false;
-  }
-}
-
-const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
-  const msgpack::object* found = nullptr;
-  for (uint32_t i = 0; i < map.via.map.size; ++i) {
-    const msgpack::object& k = map.via.map.ptr[i].key;
-    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
-        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
-      found = &map.via.map.ptr[i].val;  // the last one wins, as in the Python dict
-    }
-  }
-  return found;
-}
-
-// borg 2 packs bytes as bin and text as str; legacy data may use str for bytes. Both accepted.
-bool AsRaw(const msgpack::object* o, Bytes& out) {
-  if (o == nullptr) return false;
-  if (o->type == msgpack::type::STR || o->type == msgpack::type::BIN) {
-    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.str.ptr), o->via.str.size);
-    return true;
-  }
-  return false;
-}
+// Byte strings are referenced in place (Strings::kReference), never copied into msgpack's zone:
+// in the inner map they are key material, and a zone copy would escape our wipe. borg 2 packs
+// bytes as bin and text as str; legacy data may use str for bytes: AsRaw accepts both.
+using msgpack_util::AsRaw;
+using msgpack_util::Find;  // the last match wins, as in the Python dict
+using msgpack_util::UnpackWhole;  // exactly one object spanning the input, as borg's unpackb
 
 std::string_view AsText(Bytes b) {
   return std::string_view(reinterpret_cast<const char*>(b.data()), b.size());
@@ -121,7 +83,7 @@ Status ReadKeyField(const msgpack::object& map, const char* name, size_t len_a, 
 Result<Borg2KeyMaterial> ParseInner(Bytes plain, const std::string& label) {
   msgpack::object_handle oh;
   std::string err;
-  if (!UnpackWhole(plain, oh, err)) return Corrupt("decrypted key is not valid msgpack (" + err + ")");
+  if (!UnpackWhole(plain, kMsgpackMaxDepth, oh, err)) return Corrupt("decrypted key is not valid msgpack (" + err + ")");
   const msgpack::object& inner = oh.get();
   if (inner.type != msgpack::type::MAP) return Corrupt("decrypted key is not a msgpack map");
   uint64_t version = 0;
@@ -190,7 +152,7 @@ Result<Borg2EncryptedKey> ParseBorg2KeyBlob(std::string_view base64_text,
   if (raw.size() > kMaxBlobSize) return Corrupt("key blob is implausibly large");
   msgpack::object_handle oh;
   std::string err;
-  if (!UnpackWhole(AsBytes(raw), oh, err)) return Corrupt("key blob is not valid msgpack (" + err + ")");
+  if (!UnpackWhole(AsBytes(raw), kMsgpackMaxDepth, oh, err)) return Corrupt("key blob is not valid msgpack (" + err + ")");
   const msgpack::object& outer = oh.get();
   if (outer.type != msgpack::type::MAP) return Corrupt("key blob is not a msgpack map");
   uint64_t version = 0;

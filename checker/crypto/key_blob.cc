@@ -15,9 +15,10 @@
 
 #include <climits>
 #include <cstring>
-#include <exception>
 #include <memory>
 #include <msgpack.hpp>
+
+#include "checker/base/msgpack_util.h"
 
 namespace borgcheck::crypto {
 namespace {
@@ -43,58 +44,12 @@ bool IsBase64Alphabet(char c) {
          c == '/';
 }
 
-// msgpack byte strings are referenced in place, never copied into msgpack's zone: for the inner
-// map the strings are key material, and a copy in the zone would escape our wipe.
-bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
-
-// Unpacks exactly one msgpack object spanning all of `buf` (borg uses unpackb, which rejects
-// extra data). Limits are sized by the input, so a forged length prefix cannot make msgpack
-// allocate more than the input could describe. `buf` must outlive `out`.
-bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
-  try {
-    const size_t n = buf.size();
-    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
-    size_t off = 0;
-    bool referenced = false;
-    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, referenced,
-                          &ReferenceAll, nullptr, limit);
-    if (off != n) {
-      error = "extra bytes after the msgpack value";
-      return false;
-    }
-    return true;
-  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
-    error = e.what();
-    return false;
-  }
-}
-
-// Map lookup by a raw (str or bin) key. The last match wins, as in the Python dict borg builds.
-const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
-  const msgpack::object* found = nullptr;
-  for (uint32_t i = 0; i < map.via.map.size; ++i) {
-    const msgpack::object& k = map.via.map.ptr[i].key;
-    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
-        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
-      found = &map.via.map.ptr[i].val;
-    }
-  }
-  return found;
-}
-
-// borg 1.x packs byte strings as msgpack str (raw); bin is accepted too.
-bool AsRaw(const msgpack::object* o, Bytes& out) {
-  if (o == nullptr) return false;
-  if (o->type == msgpack::type::STR) {
-    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.str.ptr), o->via.str.size);
-    return true;
-  }
-  if (o->type == msgpack::type::BIN) {
-    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.bin.ptr), o->via.bin.size);
-    return true;
-  }
-  return false;
-}
+// msgpack byte strings are referenced in place (Strings::kReference), never copied into
+// msgpack's zone: for the inner map the strings are key material, and a copy in the zone would
+// escape our wipe. borg 1.x packs byte strings as msgpack str (raw); AsRaw accepts bin too.
+using msgpack_util::AsRaw;
+using msgpack_util::Find;
+using msgpack_util::UnpackWhole;  // exactly one object spanning the input, as borg's unpackb
 
 // Non-negative integers only; a negative value is reported as `negative`.
 bool AsUint(const msgpack::object* o, uint64_t& out, bool& negative) {
@@ -170,7 +125,7 @@ bool AesCtrZeroIv(Bytes key, Bytes in, uint8_t* out) {
 Result<KeyMaterial> ParseInner(Bytes plain) {
   msgpack::object_handle oh;
   std::string err;
-  if (!UnpackWhole(plain, oh, err)) {
+  if (!UnpackWhole(plain, kMsgpackMaxDepth, oh, err)) {
     return Corrupt("decrypted key is not valid msgpack (" + err + ")");
   }
   const msgpack::object& inner = oh.get();
@@ -271,7 +226,7 @@ Result<KeyMaterial> DecryptKeyBlob(std::string_view base64_text, std::string_vie
   if (!Base64Decode(base64_text, raw)) return Corrupt("key blob is not valid base64");
   msgpack::object_handle oh;
   std::string err;
-  if (!UnpackWhole(AsBytes(raw), oh, err)) {
+  if (!UnpackWhole(AsBytes(raw), kMsgpackMaxDepth, oh, err)) {
     return Corrupt("key blob is not valid msgpack (" + err + ")");
   }
   const msgpack::object& outer = oh.get();

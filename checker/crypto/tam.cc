@@ -17,10 +17,10 @@
 
 #include <algorithm>
 #include <cstring>
-#include <exception>
 #include <msgpack.hpp>
 #include <vector>
 
+#include "checker/base/msgpack_util.h"
 #include "checker/base/secure_bytes.h"
 
 namespace borgcheck::crypto {
@@ -32,32 +32,8 @@ constexpr std::string_view kManifestContext = "manifest";
 constexpr size_t kTamFieldSize = 64;
 constexpr size_t kMsgpackMaxDepth = 64;
 
-bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
-
-const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
-  const msgpack::object* found = nullptr;  // last match wins, as in borg's Python dict
-  for (uint32_t i = 0; i < map.via.map.size; ++i) {
-    const msgpack::object& k = map.via.map.ptr[i].key;
-    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
-        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
-      found = &map.via.map.ptr[i].val;
-    }
-  }
-  return found;
-}
-
-bool AsRaw(const msgpack::object* o, Bytes& out) {
-  if (o == nullptr) return false;
-  if (o->type == msgpack::type::STR) {
-    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.str.ptr), o->via.str.size);
-    return true;
-  }
-  if (o->type == msgpack::type::BIN) {
-    out = Bytes(reinterpret_cast<const uint8_t*>(o->via.bin.ptr), o->via.bin.size);
-    return true;
-  }
-  return false;
-}
+using msgpack_util::AsRaw;
+using msgpack_util::Find;  // the last match wins, as in borg's Python dict
 
 TamResult Malformed(std::string msg) { return {TamOutcome::kMalformed, std::move(msg)}; }
 
@@ -85,16 +61,11 @@ bool HkdfSha512(Bytes ikm, Bytes salt, std::string_view info, uint8_t out[64]) {
 TamResult VerifyManifestTam(Bytes manifest_plaintext, KeyMode mode, const KeyMaterial* key) {
   // 1. Parse. Trailing bytes after the map are ignored, as borg's Unpacker does; the HMAC
   //    covers them anyway.
+  //    Byte strings are referenced in place: step 2 relies on the hmac's pointer.
   msgpack::object_handle oh;
-  try {
-    const size_t n = manifest_plaintext.size();
-    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
-    size_t off = 0;
-    bool referenced = false;
-    oh = msgpack::unpack(reinterpret_cast<const char*>(manifest_plaintext.data()), n, off,
-                         referenced, &ReferenceAll, nullptr, limit);
-  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
-    return Malformed(std::string("manifest is not valid msgpack (") + e.what() + ")");
+  std::string err;
+  if (!msgpack_util::UnpackPrefix(manifest_plaintext, kMsgpackMaxDepth, oh, err)) {
+    return Malformed("manifest is not valid msgpack (" + err + ")");
   }
   const msgpack::object& manifest = oh.get();
   if (manifest.type != msgpack::type::MAP) return Malformed("manifest is not a msgpack map");

@@ -16,6 +16,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "checker/base/msgpack_util.h"
 #include "checker/repo/chunk_id.h"
 #include "checker/repo/config.h"
 #include "checker/repo/file.h"
@@ -281,26 +282,22 @@ Borg2IndexIntegrity CheckBorg2IndexIntegrity(Bytes index_bytes, const std::strin
     return o;
   };
   std::string index_json;
-  try {
+  {
     // Limits sized by the input: a forged length prefix cannot make msgpack allocate more
     // than the file could describe.
-    const size_t n = integrity_bytes.size();
-    msgpack::unpack_limit limit(n, n, n, n, n, 8);
-    size_t off = 0;
-    msgpack::object_handle oh =
-        msgpack::unpack(reinterpret_cast<const char*>(integrity_bytes.data()), n, off, nullptr, nullptr, limit);
+    msgpack::object_handle oh;
+    std::string err;
+    if (!msgpack_util::UnpackPrefix(integrity_bytes, 8, oh, err, msgpack_util::Strings::kCopy)) {
+      return fail(Borg2IndexIntegrity::kMalformed, "integrity file: " + err);
+    }
     const msgpack::object& root = oh.get();
     if (root.type != msgpack::type::MAP) return fail(Borg2IndexIntegrity::kMalformed, "integrity file is not a map");
+    // Every "index" entry with a string value is taken in turn: the last one wins.
     for (uint32_t i = 0; i < root.via.map.size; ++i) {
       const auto& kv = root.via.map.ptr[i];
-      if (kv.key.type != msgpack::type::STR && kv.key.type != msgpack::type::BIN) continue;
-      if (std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) != "index") continue;
-      if (kv.val.type == msgpack::type::STR || kv.val.type == msgpack::type::BIN) {
-        index_json.assign(kv.val.via.str.ptr, kv.val.via.str.size);
-      }
+      if (msgpack_util::AsText(kv.key) != "index") continue;
+      if (std::optional<std::string_view> v = msgpack_util::AsText(kv.val)) index_json.assign(*v);
     }
-  } catch (const std::exception& e) {
-    return fail(Borg2IndexIntegrity::kMalformed, std::string("integrity file: ") + e.what());
   }
   if (index_json.empty()) return fail(Borg2IndexIntegrity::kMalformed, "integrity file has no index entry");
   std::string want_header, want_final;

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <openssl/sha.h>
 
+#include "checker/base/msgpack_util.h"
 #include "checker/repo/file.h"
 
 namespace borgcheck::repo {
@@ -34,40 +35,8 @@ constexpr uint32_t kMsgpackMaxDepth = 16;
 bool IsHex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
 
 // msgpack strings are referenced in place (the input outlives the parse).
-bool ReferenceAll(msgpack::type::object_type, std::size_t, void*) { return true; }
-
-bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
-  try {
-    const size_t n = buf.size();
-    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
-    size_t off = 0;
-    bool referenced = false;
-    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, referenced, &ReferenceAll,
-                          nullptr, limit);
-    if (off != n) {
-      error = "extra bytes after the msgpack value";
-      return false;
-    }
-    return true;
-  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
-    error = e.what();
-    return false;
-  }
-}
-
-std::optional<std::string_view> AsText(const msgpack::object& o) {
-  if (o.type == msgpack::type::STR) return std::string_view(o.via.str.ptr, o.via.str.size);
-  if (o.type == msgpack::type::BIN) return std::string_view(o.via.bin.ptr, o.via.bin.size);
-  return std::nullopt;
-}
-
-const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
-  for (uint32_t i = 0; i < map.via.map.size; ++i) {
-    std::optional<std::string_view> k = AsText(map.via.map.ptr[i].key);
-    if (k && *k == key) return &map.via.map.ptr[i].val;
-  }
-  return nullptr;
-}
+using msgpack_util::AsText;
+using msgpack_util::FindFirst;  // map lookups here have always taken the first match
 
 Finding LayoutFinding(Severity sev, Stage stage, std::string location, std::string message) {
   Finding f;
@@ -223,7 +192,7 @@ PackWalk WalkPack(Bytes pack) {
 std::optional<ObjectMeta> ParseObjectMeta(Bytes packed, std::string* why) {
   msgpack::object_handle oh;
   std::string error;
-  if (!UnpackWhole(packed, oh, error)) {
+  if (!msgpack_util::UnpackWhole(packed, kMsgpackMaxDepth, oh, error)) {
     if (why) *why = "meta is not msgpack: " + error;
     return std::nullopt;
   }
@@ -269,24 +238,24 @@ std::optional<ObjectMeta> ParseObjectMeta(Bytes packed, std::string* why) {
 std::string CheckManifestPlaintext(Bytes plain, std::vector<std::string>* mandatory_features) {
   msgpack::object_handle oh;
   std::string error;
-  if (!UnpackWhole(plain, oh, error)) return "manifest is not msgpack: " + error;
+  if (!msgpack_util::UnpackWhole(plain, kMsgpackMaxDepth, oh, error)) return "manifest is not msgpack: " + error;
   const msgpack::object& m = oh.get();
   if (m.type != msgpack::type::MAP) return "manifest is not a msgpack map";
-  const msgpack::object* version = Find(m, "version");
+  const msgpack::object* version = FindFirst(m, "version");
   if (!version || version->type != msgpack::type::POSITIVE_INTEGER || version->via.u64 != 2) {
     return "manifest has no 'version' 2";
   }
-  const msgpack::object* archives = Find(m, "archives");
+  const msgpack::object* archives = FindFirst(m, "archives");
   if (!archives || archives->type != msgpack::type::MAP) return "manifest has no 'archives' map";
-  const msgpack::object* config = Find(m, "config");
+  const msgpack::object* config = FindFirst(m, "config");
   if (!config || config->type != msgpack::type::MAP) return "manifest has no 'config' map";
-  if (const msgpack::object* ts = Find(m, "timestamp"); !ts || !AsText(*ts)) return "manifest has no 'timestamp'";
-  if (const msgpack::object* ff = Find(*config, "feature_flags"); ff && ff->type == msgpack::type::MAP) {
+  if (const msgpack::object* ts = FindFirst(m, "timestamp"); !ts || !AsText(*ts)) return "manifest has no 'timestamp'";
+  if (const msgpack::object* ff = FindFirst(*config, "feature_flags"); ff && ff->type == msgpack::type::MAP) {
     // {operation: {mandatory: [names], ...}}; borg master supports no feature at all.
     for (uint32_t i = 0; i < ff->via.map.size; ++i) {
       const msgpack::object& op = ff->via.map.ptr[i].val;
       if (op.type != msgpack::type::MAP) continue;
-      const msgpack::object* mand = Find(op, "mandatory");
+      const msgpack::object* mand = FindFirst(op, "mandatory");
       if (!mand || mand->type != msgpack::type::ARRAY) continue;
       for (uint32_t j = 0; j < mand->via.array.size; ++j) {
         if (std::optional<std::string_view> name = AsText(mand->via.array.ptr[j]); name && mandatory_features) {

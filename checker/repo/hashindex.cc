@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <xxhash.h>
 
+#include "checker/base/msgpack_util.h"
 #include "checker/repo/segment_format.h"
 
 namespace borgcheck::repo {
@@ -81,25 +82,22 @@ IntegrityOutcome CheckIndexIntegrity(Bytes index_bytes, const std::string& index
     return o;
   };
   std::string index_json;
-  try {
+  {
     // Limits sized by the input: a damaged length prefix must not make msgpack allocate more
     // than the file could describe (found by fuzz/index_fuzzer).
-    const size_t n = integrity_bytes.size();
-    msgpack::object_handle oh = msgpack::unpack(reinterpret_cast<const char*>(integrity_bytes.data()), n,
-                                                nullptr, nullptr, msgpack::unpack_limit(n, n, n, n, n, 32));
+    msgpack::object_handle oh;
+    std::string err;
+    if (!msgpack_util::UnpackPrefix(integrity_bytes, 32, oh, err, msgpack_util::Strings::kCopy)) {
+      return fail(IntegrityOutcome::kMalformed, "integrity file: " + err);
+    }
     const msgpack::object& root = oh.get();
     if (root.type != msgpack::type::MAP) return fail(IntegrityOutcome::kMalformed, "integrity file is not a map");
+    // Every "index" entry with a string value is taken in turn: the last one wins.
     for (uint32_t i = 0; i < root.via.map.size; ++i) {
       const auto& kv = root.via.map.ptr[i];
-      std::string k;
-      if (kv.key.type == msgpack::type::STR) k.assign(kv.key.via.str.ptr, kv.key.via.str.size);
-      else if (kv.key.type == msgpack::type::BIN) k.assign(kv.key.via.bin.ptr, kv.key.via.bin.size);
-      if (k != "index") continue;
-      if (kv.val.type == msgpack::type::STR) index_json.assign(kv.val.via.str.ptr, kv.val.via.str.size);
-      else if (kv.val.type == msgpack::type::BIN) index_json.assign(kv.val.via.bin.ptr, kv.val.via.bin.size);
+      if (msgpack_util::AsText(kv.key) != "index") continue;
+      if (std::optional<std::string_view> v = msgpack_util::AsText(kv.val)) index_json.assign(*v);
     }
-  } catch (const std::exception& e) {
-    return fail(IntegrityOutcome::kMalformed, std::string("integrity file: ") + e.what());
   }
   if (index_json.empty()) return fail(IntegrityOutcome::kMalformed, "integrity file has no index entry");
   std::string want_header, want_final;

@@ -1,44 +1,18 @@
 // The borg 2 RepoObj layer (see repo_obj.h).
 #include "checker/repo/repo_obj.h"
 
-#include <exception>
 #include <msgpack.hpp>
 
 #include <fmt/format.h>
+
+#include "checker/base/msgpack_util.h"
 
 namespace borgcheck::repo {
 namespace {
 
 constexpr size_t kMsgpackMaxDepth = 16;
 
-bool UnpackWhole(Bytes buf, msgpack::object_handle& out, std::string& error) {
-  try {
-    const size_t n = buf.size();
-    msgpack::unpack_limit limit(n, n, n, n, n, kMsgpackMaxDepth);
-    size_t off = 0;
-    out = msgpack::unpack(reinterpret_cast<const char*>(buf.data()), n, off, nullptr, nullptr, limit);
-    if (off != n) {
-      error = "extra bytes after the msgpack value";
-      return false;
-    }
-    return true;
-  } catch (const std::exception& e) {  // msgpack reports malformed input by throwing
-    error = e.what();
-    return false;
-  }
-}
-
-const msgpack::object* Find(const msgpack::object& map, std::string_view key) {
-  const msgpack::object* found = nullptr;
-  for (uint32_t i = 0; i < map.via.map.size; ++i) {
-    const msgpack::object& k = map.via.map.ptr[i].key;
-    if ((k.type == msgpack::type::STR || k.type == msgpack::type::BIN) &&
-        std::string_view(k.via.str.ptr, k.via.str.size) == key) {
-      found = &map.via.map.ptr[i].val;
-    }
-  }
-  return found;
-}
+using msgpack_util::Find;  // the last match wins, as in the Python dict
 
 enum class Field { kAbsent, kOk, kWrongType };
 
@@ -76,7 +50,9 @@ bool ParseObjMeta(Bytes msgpack, ObjMeta& out, std::string* why) {
   };
   msgpack::object_handle oh;
   std::string err;
-  if (!UnpackWhole(msgpack, oh, err)) return fail("not valid msgpack (" + err + ")");
+  if (!msgpack_util::UnpackWhole(msgpack, kMsgpackMaxDepth, oh, err, msgpack_util::Strings::kCopy)) {
+    return fail("not valid msgpack (" + err + ")");
+  }
   const msgpack::object& m = oh.get();
   if (m.type != msgpack::type::MAP) return fail("not a msgpack map");
   out = ObjMeta();
@@ -156,7 +132,10 @@ ObjDecodeResult DecodeObjData(const ObjMeta& meta, Bytes data, codecs::Decompres
 std::optional<uint64_t> ManifestVersion(Bytes manifest_plaintext) {
   msgpack::object_handle oh;
   std::string err;
-  if (!UnpackWhole(manifest_plaintext, oh, err) || oh.get().type != msgpack::type::MAP) return std::nullopt;
+  if (!msgpack_util::UnpackWhole(manifest_plaintext, kMsgpackMaxDepth, oh, err, msgpack_util::Strings::kCopy) ||
+      oh.get().type != msgpack::type::MAP) {
+    return std::nullopt;
+  }
   uint64_t v = 0;
   if (GetUint(oh.get(), "version", v) != Field::kOk) return std::nullopt;
   return v;
