@@ -74,11 +74,7 @@ struct Item {
   size_t pos = 0;                           // entry start within block->data
 };
 
-struct Batch {
-  std::shared_ptr<Block> block;
-  std::vector<Item> items;
-  uint64_t bytes = 0;
-};
+using Batch = run::Batch<Block, Item>;
 
 using WorkerState = run::WorkerState<Borg2b5ObjectVerifier>;
 

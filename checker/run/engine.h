@@ -80,6 +80,16 @@ struct WindowBlock {
   ~WindowBlock();
 };
 
+// One task's worth of entries cut from one window: written by the reader, then read by the
+// one worker that runs the task. The block stays alive (and its budget held) until the last
+// batch cut from it is done.
+template <class BlockT, class ItemT>
+struct Batch {
+  std::shared_ptr<BlockT> block;
+  std::vector<ItemT> items;
+  uint64_t bytes = 0;
+};
+
 // Per-worker state: owned by worker i, touched only by it while the pool runs; summed by the
 // main thread after the pool's Wait() (AddWorkerTotals).
 template <class Verifier>
