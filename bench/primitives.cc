@@ -24,7 +24,8 @@
 // --engines: instead, the raw single-threaded speed of each hash engine on this machine over
 // 256 MiB (OpenSSL SHA-256, borgcheck's own BLAKE2b as the check uses it, libb2's dispatched
 // BLAKE2b, and libb2's portable reference BLAKE2b, exported by libb2 0.98 but not declared in
-// blake2.h).
+// blake2.h), and under "lanes_MBps" the one-stream and lane speeds of SHA-256, HMAC-SHA256 and
+// key-prefixed BLAKE2b-256 at 60,000 bytes, 1 MiB and 8 MiB (bench/hash_engines.h).
 //
 // Every pass checks its result (CRC equal, MAC equal, id equal): a benchmark over damaged
 // data would measure the wrong thing, so a mismatch ends the program with exit 1.
@@ -55,15 +56,18 @@
 
 #include <fmt/format.h>
 
+#include "bench/hash_engines.h"
 #include "checker/base/bytes.h"
 #include "checker/crypto/blake2b.h"
+#include "checker/crypto/blake2b_lanes.h"
 #include "checker/crypto/key_mode.h"
 #include "checker/crypto/object_crypto.h"
-#include "checker/repo/file.h"
-#include "checker/repo/repository.h"
-#include "checker/repo/segment_entry.h"
-#include "checker/repo/segment_format.h"
-#include "checker/run/key_loader.h"
+#include "checker/crypto/sha256_lanes.h"
+#include "checker/io/env.h"
+#include "checker/repo/borg1/borg1_plan.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/segment_log/segment_format.h"
+#include "checker/repo/borg1/borg1_key.h"
 #include "codecs/decompressor.h"
 
 // libb2's portable implementation: exported, not declared in <blake2.h>. Bench only.
@@ -197,7 +201,7 @@ int Engines(int repeat) {
     line += fmt::format("{}\"{}\": {:.0f}", first ? "" : ", ", k, double(kSize) / 1e6 / c.cpu);
     first = false;
   }
-  line += "}}\n";
+  line += "}, \"lanes_MBps\": " + bench::MeasureHashLanes(repeat) + "}\n";
   std::fputs(line.c_str(), stdout);
   return 0;
 }
@@ -222,9 +226,9 @@ int Main(int argc, char** argv) {
   if (repo_path.empty()) Die("usage: borgcheck_primitives [--repeat N] REPO | --engines");
 
   // 1. Plan and key.
-  Result<repo::RepoConfig> config = repo::IdentifyRepository(repo_path, {true});
+  Result<repo::RepoConfig> config = repo::IdentifyRepository(io::Env::Default(), repo_path, {true});
   if (!config.ok()) Die(config.status().message());
-  Result<repo::RepositoryPlan> plan_r = repo::PlanRepository(repo_path, *config);
+  Result<repo::RepositoryPlan> plan_r = repo::PlanRepository(io::Env::Default(), repo_path, *config);
   if (!plan_r.ok()) Die(plan_r.status().message());
   const repo::RepositoryPlan& plan = *plan_r;
   if (!plan.findings.empty()) Die("the repository has findings; benchmark an intact one");
@@ -236,17 +240,17 @@ int Main(int argc, char** argv) {
   {
     uint64_t total = 0;
     std::vector<uint32_t> sizes(plan.live.size());
-    std::map<uint32_t, repo::ReadOnlyFile> files;
+    std::map<uint32_t, std::unique_ptr<io::File>> files;
     for (size_t i = 0; i < plan.live.size(); ++i) {
       const repo::LiveObject& o = plan.live[i];
       auto [it, fresh] = files.try_emplace(o.segment);
       if (fresh) {
-        Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(segs.at(o.segment)->path);
+        Result<std::unique_ptr<io::File>> f = io::Env::Default().Open(segs.at(o.segment)->path);
         if (!f.ok()) Die(f.status().message());
         it->second = std::move(f).value();
       }
       uint8_t hdr[repo::kHeaderSizeWithKey];
-      if (!it->second.ReadAt(o.offset, sizeof hdr, hdr).ok()) Die("header read failed");
+      if (!it->second->ReadAt(o.offset, sizeof hdr, hdr).ok()) Die("header read failed");
       sizes[i] = LoadLE32(hdr + 4);
       total += sizes[i];
     }
@@ -254,7 +258,7 @@ int Main(int argc, char** argv) {
     size_t pos = 0;
     for (size_t i = 0; i < plan.live.size(); ++i) {
       const repo::LiveObject& o = plan.live[i];
-      if (!files.at(o.segment).ReadAt(o.offset, sizes[i], entries.data() + pos).ok()) Die("entry read failed");
+      if (!files.at(o.segment)->ReadAt(o.offset, sizes[i], entries.data() + pos).ok()) Die("entry read failed");
       pos += sizes[i];
     }
   }
@@ -281,7 +285,7 @@ int Main(int argc, char** argv) {
   const crypto::KeyMode mode = *mode_opt;
   std::optional<crypto::KeyMaterial> key;
   if (crypto::NeedsKey(mode)) {
-    Result<crypto::KeyMaterial> k = run::LoadKey(repo_path, *config, mode);
+    Result<crypto::KeyMaterial> k = repo::LoadBorg1Key(io::Env::Default(), repo_path, *config, mode);
     if (!k.ok()) Die(k.status().message());
     key = std::move(k).value();
   }
@@ -297,11 +301,11 @@ int Main(int argc, char** argv) {
     cost["read"] = Measure(repeat, [&] {
       read_bytes = 0;
       for (const repo::SegmentFile& s : plan.segments) {
-        Result<repo::ReadOnlyFile> f = repo::ReadOnlyFile::Open(s.path);
+        Result<std::unique_ptr<io::File>> f = io::Env::Default().Open(s.path);
         if (!f.ok()) Die(f.status().message());
-        for (uint64_t off = 0; off < f->size(); off += kReadWindow) {
-          size_t n = size_t(std::min<uint64_t>(kReadWindow, f->size() - off));
-          if (!f->ReadAt(off, n, window.data()).ok()) Die("segment read failed");
+        for (uint64_t off = 0; off < (*f)->size(); off += kReadWindow) {
+          size_t n = size_t(std::min<uint64_t>(kReadWindow, (*f)->size() - off));
+          if (!(*f)->ReadAt(off, n, window.data()).ok()) Die("segment read failed");
           read_bytes += n;
         }
       }
@@ -417,12 +421,118 @@ int Main(int argc, char** argv) {
   cost["id_hash"] = {std::max(0.0, both.cpu - cost["decompress"].cpu),
                      std::max(0.0, both.wall - cost["decompress"].wall)};
 
+  // The MAC and id messages of every object in hash lanes (crypto/sha256_lanes.h,
+  // blake2b_lanes.h), all plaintexts in memory at once (an arena; untimed to fill): what the
+  // hashing costs at each lane schedule, against the one-stream mac + id_hash above.
+  //   lanes_1       every message on one lane, one after the other (the lane code, one stream)
+  //   lanes_pairs   per object its MAC and its id side by side, objects one after the other:
+  //                 what a verifier gets from one object alone
+  //   lanes_4 / _16 every message of the repository through HashAll with 4 / 16 lanes (BLAKE2b:
+  //                 8): the best schedule, which needs all plaintexts in memory
+  std::vector<std::string> lane_keys;
+  {
+    ByteBuffer arena;
+    arena.Resize(plaintext);
+    std::vector<std::pair<size_t, size_t>> plains(objects.size());
+    size_t at = 0;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      codecs::DecodeResult r = dec.DecodeBorg1(payload_of(objects[i]), plain);
+      if (!r.ok) Die("decompression failed: " + r.error);
+      std::memcpy(arena.data() + at, plain.data(), plain.size());
+      plains[i] = {at, plain.size()};
+      at += plain.size();
+    }
+    const bool b2 = crypto::UsesBlake2(mode);
+    std::optional<crypto::HmacSha256Key> mac_h, id_h;
+    std::optional<crypto::Blake2bPrefix> mac_p, id_p;
+    if (b2) {
+      if (encrypted) mac_p = crypto::Blake2bPrefix::Create(key->enc_hmac_key.view());
+      id_p = crypto::Blake2bPrefix::Create(key->id_key.view());
+    } else if (crypto::NeedsKey(mode)) {
+      auto k1 = crypto::HmacSha256Key::Create(key->id_key.view());
+      if (!k1.ok()) Die("HMAC key");
+      id_h = std::move(k1).value();
+      if (encrypted) {
+        auto k2 = crypto::HmacSha256Key::Create(key->enc_hmac_key.view());
+        if (!k2.ok()) Die("HMAC key");
+        mac_h = std::move(k2).value();
+      }
+    }
+    struct Msg {
+      Bytes m;
+      bool is_mac;
+      const uint8_t* want;
+      uint8_t out[32];
+    };
+    std::vector<Msg> msgs;
+    for (size_t i = 0; i < objects.size(); ++i) {
+      const Object& o = objects[i];
+      if (encrypted) msgs.push_back({obj_of(o).subspan(1 + kMacSize), true, obj_of(o).data() + 1, {}});
+      if (!o.manifest) msgs.push_back({Bytes(arena.data() + plains[i].first, plains[i].second), false, o.id, {}});
+    }
+    crypto::Sha256Lanes sha;
+    crypto::Blake2b256Lanes blk;
+    auto run = [&](size_t from, size_t to, size_t lanes) {
+      if (b2) {
+        std::vector<crypto::Blake2b256Lanes::Job> jobs;
+        for (size_t i = from; i < to; ++i) jobs.push_back({msgs[i].is_mac ? &*mac_p : &*id_p, msgs[i].m, msgs[i].out});
+        blk.HashAll(jobs, lanes);
+      } else {
+        std::vector<crypto::Sha256Lanes::Job> jobs;
+        for (size_t i = from; i < to; ++i) {
+          const crypto::HmacSha256Key* k = msgs[i].is_mac ? (mac_h ? &*mac_h : nullptr) : (id_h ? &*id_h : nullptr);
+          jobs.push_back({k, msgs[i].m, msgs[i].out});
+        }
+        sha.HashAll(jobs, lanes);
+      }
+    };
+    auto check = [&] {
+      for (Msg& m : msgs) {
+        if (std::memcmp(m.out, m.want, 32) != 0) Die("lane digest mismatch");
+        std::memset(m.out, 0, 32);
+      }
+    };
+    cost["lanes_1"] = Measure(repeat, [&] { run(0, msgs.size(), 1); });
+    check();
+    cost["lanes_pairs"] = Measure(repeat, [&] {
+      for (size_t i = 0; i < msgs.size();) {
+        size_t j = i + 1;
+        if (j < msgs.size() && msgs[i].is_mac && !msgs[j].is_mac) ++j;  // an object's MAC and id
+        run(i, j, 2);
+        i = j;
+      }
+    });
+    check();
+    cost["lanes_4"] = Measure(repeat, [&] { run(0, msgs.size(), 4); });
+    check();
+    cost["lanes_16"] = Measure(repeat, [&] { run(0, msgs.size(), b2 ? 8 : 16); });
+    check();
+    lane_keys = {"lanes_1", "lanes_pairs", "lanes_4", "lanes_16"};
+  }
+
   Cost sum;
   for (const char* k : {"read", "crc", "mac", "decrypt", "decompress", "id_hash"}) {
     sum.cpu += cost[k].cpu;
     sum.wall += cost[k].wall;
   }
   cost["sum"] = sum;
+  // The same sum with the MAC and id at their best engine: the cheapest of one stream and the
+  // lane schedules above.
+  {
+    Cost best = {cost["mac"].cpu + cost["id_hash"].cpu, cost["mac"].wall + cost["id_hash"].wall};
+    for (const std::string& k : lane_keys) {
+      if (cost[k].cpu < best.cpu) best = cost[k];
+    }
+    cost["mac+id_best"] = best;
+    Cost sb;
+    for (const char* k : {"read", "crc", "decrypt", "decompress"}) {
+      sb.cpu += cost[k].cpu;
+      sb.wall += cost[k].wall;
+    }
+    sb.cpu += best.cpu;
+    sb.wall += best.wall;
+    cost["sum_best"] = sb;
+  }
 
   std::string out = "{";
   out += fmt::format("\"repository\": \"{}\", \"mode\": \"{}\", \"objects\": {}, \"stored_bytes\": {}, "
@@ -430,7 +540,8 @@ int Main(int argc, char** argv) {
                      repo_path, crypto::KeyModeName(mode), objects.size(), stored, plaintext, plan.total_bytes,
                      repeat);
   bool first = true;
-  for (const char* k : {"read", "crc", "mac", "decrypt", "open", "decompress", "id_hash", "decompress+id_hash", "sum"}) {
+  for (const char* k : {"read", "crc", "mac", "decrypt", "open", "decompress", "id_hash", "decompress+id_hash", "lanes_1",
+                        "lanes_pairs", "lanes_4", "lanes_16", "mac+id_best", "sum", "sum_best"}) {
     out += fmt::format("{}\"{}\": {{\"cpu_s\": {:.4f}, \"wall_s\": {:.4f}}}", first ? "" : ", ", k, cost[k].cpu,
                        cost[k].wall);
     first = false;

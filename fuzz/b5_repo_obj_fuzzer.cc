@@ -1,5 +1,5 @@
 // Fuzz target: the RepoObj layer of repository version 2 (borg 2.0.0b5) behind the entry
-// checksums, through run::Borg2b5ObjectVerifier as a worker uses it: split meta/data
+// checksums, through repo::Borg2b5Verifier as a worker uses it: split meta/data
 // (repo::SplitRepoObjV2), open the plain envelopes, msgpack meta (repo::ParseObjMeta), csize /
 // psize, decode by ctype (repo::DecodeObjData), id hash (crypto::Borg2IdHasher).
 //
@@ -30,10 +30,10 @@
 #include <string>
 
 #include "checker/crypto/borg2_key.h"
-#include "checker/repo/borg2_segments.h"
-#include "checker/repo/repo_obj.h"
-#include "checker/repo/segment_entry.h"
-#include "checker/run/borg2b5_verifier.h"
+#include "checker/repo/borg2b5/borg2b5_segments.h"
+#include "checker/repo/borg2/borg2_repo_obj.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/borg2b5/borg2b5_verifier.h"
 #include "codecs/decompressor.h"
 #include "fuzz/fuzz_support.h"
 
@@ -68,7 +68,7 @@ std::string MakePut2Entry(const uint8_t id[32], Bytes payload) {
 struct TypeState {
   const crypto::Borg2KeyType* type = nullptr;
   crypto::Borg2KeyMaterial key;
-  std::unique_ptr<run::Borg2b5ObjectVerifier> verifier;
+  std::unique_ptr<repo::Borg2b5Verifier> verifier;
   std::unique_ptr<crypto::Borg2IdHasher> hasher;  // independent of the verifier's own
   std::string good_entry;
 };
@@ -85,7 +85,7 @@ std::array<TypeState, 3>& States() {
       t.key.id_key = Pattern(0xc0, blake2 ? 128 : 32);
       t.key.repository_id.assign(32, '\x80');
       FUZZ_CHECK(crypto::ValidateBorg2KeyMaterial(*t.type, &t.key).ok());
-      t.verifier = std::make_unique<run::Borg2b5ObjectVerifier>(true, t.type, &t.key);
+      t.verifier = std::make_unique<repo::Borg2b5Verifier>(true, t.type, &t.key);
       FUZZ_CHECK(t.verifier->status().ok());
       t.hasher = std::make_unique<crypto::Borg2IdHasher>(t.type->id_hash, t.key.id_key.view());
       FUZZ_CHECK(t.hasher->status().ok());
@@ -114,13 +114,13 @@ std::array<TypeState, 3>& States() {
   return states;
 }
 
-repo::Borg2Entry Planned(const uint8_t id[32], size_t size) {
-  repo::Borg2Entry e;
-  std::memcpy(e.id.data(), id, 32);
-  e.size = static_cast<uint32_t>(size);
-  e.tag = repo::kB2TagPut2;
-  e.live = true;
-  return e;
+engine::ObjectRef Planned(const uint8_t id[32], size_t size) {
+  engine::ObjectRef r;
+  std::memcpy(r.id.data(), id, 32);
+  r.size = static_cast<uint32_t>(size);
+  r.variant = repo::kB2TagPut2;
+  r.role = engine::ObjectRole::kLive;
+  return r;
 }
 
 }  // namespace
@@ -137,7 +137,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const bool split = repo::SplitRepoObjV2(payload, env, &split_why);
   if (!split) FUZZ_CHECK(!split_why.empty());
 
-  const auto failure = t.verifier->Verify(AsBytes(entry), Planned(id, entry.size()), true);
+  const auto failure = t.verifier->Verify(AsBytes(entry), Planned(id, entry.size()));
   if (failure) {
     FUZZ_CHECK(failure->stage == Stage::kEnvelope || failure->stage == Stage::kDecompression ||
                failure->stage == Stage::kIdHash);
@@ -162,7 +162,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const uint8_t* good_id = reinterpret_cast<const uint8_t*>(t.good_entry.data()) + 9;
-  FUZZ_CHECK(!t.verifier->Verify(AsBytes(t.good_entry), Planned(good_id, t.good_entry.size()), true)
+  FUZZ_CHECK(!t.verifier->Verify(AsBytes(t.good_entry), Planned(good_id, t.good_entry.size()))
                   .has_value());
   const Bytes plain = t.verifier->plaintext();
   FUZZ_CHECK(std::string_view(reinterpret_cast<const char*>(plain.data()), plain.size()) ==

@@ -22,9 +22,9 @@
 #include <cstring>
 #include <string>
 
-#include "checker/repo/borg2_segments.h"
-#include "checker/repo/segment_entry.h"
-#include "checker/repo/segment_format.h"
+#include "checker/repo/borg2b5/borg2b5_segments.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/segment_log/segment_format.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace borgcheck;

@@ -22,9 +22,9 @@
 //   - a parse failure is kCorruptMetadata or kUnsupported with a message; "sha256" blobs are
 //     refused (kUnsupported) exactly by the master options, and a blob the b5 options refuse
 //     the master options refuse as well;
-//   - a parsed blob has the parser's bounds: argon2 salt 8..1024 bytes, data >= 16 bytes (the
-//     tag), 1 <= t <= 1000, 8 <= m, 1 <= p <= 255, type 0..2; sha256 hash 32 bytes,
-//     iterations >= 1;
+//   - a parsed blob has the parser's bounds, which lie inside libargon2's own: argon2 salt
+//     8..1024 bytes, data >= 16 bytes (the tag), 1 <= t <= 1000, 8 KiB per lane <= m,
+//     1 <= p <= 255, type 0..2; sha256 hash 32 bytes, iterations >= 1;
 //   - decryption fails only with kWrongPassphrase, kCorruptMetadata or kUnsupported (an inner
 //     map of another version; never kInternal within
 //     the cap), with a message; a success has a 32-byte repository id, crypt_key of 64 or 160
@@ -79,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     FUZZ_CHECK(k->salt.size() >= 8 && k->salt.size() <= 1024 && k->data.size() >= 16);
     FUZZ_CHECK(k->argon2_time_cost >= 1 && k->argon2_time_cost <= 1000);
-    FUZZ_CHECK(k->argon2_memory_cost_kib >= 8);
+    FUZZ_CHECK(k->argon2_memory_cost_kib >= 8 * uint64_t(k->argon2_parallelism));
     FUZZ_CHECK(k->argon2_parallelism >= 1 && k->argon2_parallelism <= 255);
     FUZZ_CHECK(k->argon2_type >= 0 && k->argon2_type <= 2);
   }

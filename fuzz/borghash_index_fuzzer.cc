@@ -16,7 +16,7 @@
 #include <cstring>
 #include <string>
 
-#include "checker/repo/borghash_index.h"
+#include "checker/repo/borgstore/borgstore_index.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace borgcheck;

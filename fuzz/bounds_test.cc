@@ -33,11 +33,12 @@
 #include <zlib.h>
 #include <zstd.h>
 
+#include "checker/repo/segment_log/segment_files.h"
 #include "checker/crypto/key_blob.h"
-#include "checker/repo/hashindex.h"
-#include "checker/repo/segment_entry.h"
+#include "checker/repo/borg1/borg1_hashindex.h"
+#include "checker/repo/segment_log/segment_entry.h"
 #include "checker/run/check_run.h"
-#include "checker/run/object_verifier.h"
+#include "checker/repo/borg1/borg1_verifier.h"
 #include "codecs/decompressor.h"
 #include "fuzz/codec_fuzz.h"
 #include "fuzz/fuzz_support.h"
@@ -243,7 +244,7 @@ TEST_CASE("an integrity file whose msgpack claims a 2^32-1 element array is malf
   const std::string integrity = std::string("\x81\xa5index\xdd\xff\xff\xff\xff", 12) + "{}";
   std::string why;
   ScopedAllocationProbe probe;
-  CHECK(repo::CheckIndexIntegrity(AsBytes(index), "index.1", AsBytes(integrity), &why) ==
+  CHECK(repo::CheckIndexIntegrity(AsBytes(index), "index.1", repo::kIndexHeaderSize, AsBytes(integrity), &why) ==
         repo::IntegrityOutcome::kMalformed);
   CHECK(why == "integrity file: array size overflow");
   CHECK(probe.largest() <= kMsgpackChunk);
@@ -375,13 +376,13 @@ TEST_CASE("an authentic key blob whose inner map claims a 4 GiB key is corrupt",
 constexpr size_t kBombSize = 24 * kMiB;  // a little over borg's 20971479-byte limit
 const std::string kLimitMessage = "Decompression error: decompressed size exceeds limit of 20971479 bytes";
 
-std::optional<run::VerifyFailure> VerifyStored(const std::string& payload, size_t& largest) {
-  run::ObjectVerifier verifier(true, crypto::KeyMode::kNone, nullptr);
+std::optional<engine::Verdict> VerifyStored(const std::string& payload, size_t& largest) {
+  repo::Borg1Verifier verifier(true, crypto::KeyMode::kNone, nullptr);
   uint8_t id[32];
   std::memset(id, 0x42, sizeof id);
   const std::string entry = fuzz::MakePutEntry(id, AsBytes("\x02" + payload));
   ScopedAllocationProbe probe;
-  auto failure = verifier.Verify(AsBytes(entry), id);
+  auto failure = verifier.VerifyAs(AsBytes(entry), id);
   largest = probe.largest();
   return failure;
 }

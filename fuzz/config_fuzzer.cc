@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "checker/repo/config.h"
+#include "checker/repo/borg1/borg1_config.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace borgcheck;

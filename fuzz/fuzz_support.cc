@@ -10,8 +10,8 @@
 #include <msgpack.hpp>
 #include <sstream>
 
-#include "checker/repo/segment_entry.h"
-#include "checker/repo/segment_format.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/segment_log/segment_format.h"
 
 namespace borgcheck::fuzz {
 namespace {

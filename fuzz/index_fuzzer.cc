@@ -16,8 +16,9 @@
 #include <cstring>
 #include <string>
 
-#include "checker/repo/hashindex.h"
-#include "checker/repo/segment_format.h"
+#include "checker/repo/segment_log/segment_files.h"
+#include "checker/repo/borg1/borg1_hashindex.h"
+#include "checker/repo/segment_log/segment_format.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace borgcheck;
@@ -61,17 +62,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (integrity.empty()) return 0;
   const std::string name = "index." + std::to_string(transaction);
   std::string why, why_again;
-  const IntegrityOutcome o = repo::CheckIndexIntegrity(index, name, integrity, &why);
+  const IntegrityOutcome o = repo::CheckIndexIntegrity(index, name, repo::kIndexHeaderSize, integrity, &why);
   FUZZ_CHECK(o != IntegrityOutcome::kNoIntegrityFile);
-  FUZZ_CHECK(repo::CheckIndexIntegrity(index, name, integrity, &why_again) == o);
+  FUZZ_CHECK(repo::CheckIndexIntegrity(index, name, repo::kIndexHeaderSize, integrity, &why_again) == o);
   FUZZ_CHECK(why == why_again);
-  FUZZ_CHECK(repo::CheckIndexIntegrity(index, name, integrity, nullptr) == o);
+  FUZZ_CHECK(repo::CheckIndexIntegrity(index, name, repo::kIndexHeaderSize, integrity, nullptr) == o);
   if (o != IntegrityOutcome::kVerified) {
     FUZZ_CHECK(!why.empty());
   } else if (!index.empty()) {
     std::string changed(reinterpret_cast<const char*>(index.data()), index.size());
     changed[changed.size() / 2] ^= 0x01;
-    FUZZ_CHECK(repo::CheckIndexIntegrity(AsBytes(changed), name, integrity, nullptr) ==
+    FUZZ_CHECK(repo::CheckIndexIntegrity(AsBytes(changed), name, repo::kIndexHeaderSize, integrity, nullptr) ==
                IntegrityOutcome::kMismatch);
   }
   return 0;

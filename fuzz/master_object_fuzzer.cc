@@ -1,5 +1,5 @@
 // Fuzz target: one RepoObj blob of repository version 4 (borg 2 master) through
-// run::MasterObjectVerifier as a worker uses it: structure (repo::CheckBlobStructure), the
+// repo::BorgstoreVerifier as a worker uses it: structure (repo::CheckBlobStructure), the
 // tagged MAC / checksum envelopes (crypto::TaggedEnvelope, via crypto::MasterObjectCrypto),
 // the msgpack meta map (repo::ParseObjectMeta), csize / psize, decompression by ctype, and the
 // id hash, with a fixed test key (crypt_key[i] = 0x10 + i, 64 bytes; id_key[i] = 0xc0 + i,
@@ -34,8 +34,8 @@
 
 #include "checker/crypto/borg2master_crypto.h"
 #include "checker/crypto/tagged_envelope.h"
-#include "checker/repo/borgstore.h"
-#include "checker/run/borg2master_object.h"
+#include "checker/repo/borgstore/borgstore_layout.h"
+#include "checker/repo/borgstore/borgstore_verifier.h"
 #include "codecs/decompressor.h"
 #include "fuzz/fuzz_support.h"
 
@@ -56,7 +56,7 @@ std::string Pattern(uint8_t first, size_t n) {
 struct TypeState {
   const crypto::MasterKeyType* type = nullptr;
   std::string crypt_key, id_key;
-  std::unique_ptr<run::MasterObjectVerifier> verifier;
+  std::unique_ptr<repo::BorgstoreVerifier> verifier;
   std::unique_ptr<crypto::MasterObjectCrypto> hasher;  // independent id hashes
   std::unique_ptr<crypto::TaggedEnvelope> sealer;
   std::string good_blob;
@@ -93,7 +93,7 @@ std::array<TypeState, 4>& States() {
         t.crypt_key = Pattern(0x10, 64);
         t.id_key = Pattern(0xc0, 32);
       }
-      t.verifier = std::make_unique<run::MasterObjectVerifier>(true, t.type, AsBytes(t.crypt_key),
+      t.verifier = std::make_unique<repo::BorgstoreVerifier>(true, t.type, AsBytes(t.crypt_key),
                                                                AsBytes(t.id_key));
       FUZZ_CHECK(t.verifier->status().ok());
       t.hasher = std::make_unique<crypto::MasterObjectCrypto>(*t.type, AsBytes(t.crypt_key),
@@ -140,7 +140,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     blob = AsBytes(built);
   }
 
-  const auto failure = t.verifier->Verify(blob, id);
+  const auto failure = t.verifier->VerifyAs(blob, id);
   if (failure) {
     FUZZ_CHECK(!failure->message.empty());
     FUZZ_CHECK(failure->stage == Stage::kTruncated || failure->stage == Stage::kEnvelope ||
@@ -161,7 +161,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
 
-  FUZZ_CHECK(!t.verifier->Verify(AsBytes(t.good_blob), t.good_id).has_value());
+  FUZZ_CHECK(!t.verifier->VerifyAs(AsBytes(t.good_blob), t.good_id).has_value());
   const Bytes plain = t.verifier->plaintext();
   FUZZ_CHECK(std::string_view(reinterpret_cast<const char*>(plain.data()), plain.size()) ==
              kGoodPlaintext);

@@ -1,4 +1,4 @@
-// Fuzz target: one stored object through the whole per-object pipeline, run::ObjectVerifier:
+// Fuzz target: one stored object through the whole per-object pipeline, repo::Borg1Verifier:
 // envelope (TYPE byte), MAC and AES-256-CTR (crypto::ObjectOpener), decompression
 // (codecs::Decompressor::DecodeBorg1), id re-hash (crypto::IdHasher), for every key mode with
 // the fixed test key (fuzz::FixedKey).
@@ -24,7 +24,7 @@
 #include <string>
 
 #include "checker/crypto/object_crypto.h"
-#include "checker/run/object_verifier.h"
+#include "checker/repo/borg1/borg1_verifier.h"
 #include "codecs/decompressor.h"
 #include "fuzz/fuzz_support.h"
 
@@ -37,7 +37,7 @@ constexpr std::string_view kGoodPlaintext = "known-good object for the verifier 
 
 struct ModeState {
   crypto::KeyMode mode;
-  std::unique_ptr<run::ObjectVerifier> verifier;
+  std::unique_ptr<repo::Borg1Verifier> verifier;
   std::unique_ptr<crypto::IdHasher> hasher;  // independent of the verifier's own
   std::string good_entry;
 };
@@ -52,7 +52,7 @@ std::array<ModeState, 8>& States() {
     for (uint8_t sel = 0; sel < 8; ++sel) {
       ModeState& m = s[sel];
       m.mode = fuzz::ModeFromSelector(sel);
-      m.verifier = std::make_unique<run::ObjectVerifier>(true, m.mode, KeyFor(m.mode));
+      m.verifier = std::make_unique<repo::Borg1Verifier>(true, m.mode, KeyFor(m.mode));
       m.hasher = std::make_unique<crypto::IdHasher>(m.mode, KeyFor(m.mode));
       FUZZ_CHECK(m.hasher->status().ok());
       std::string payload("\x00\x00", 2);  // compression none
@@ -75,7 +75,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const Bytes object(data + 33, size - 33);
   const std::string entry = fuzz::MakePutEntry(id, object);
 
-  const auto failure = m.verifier->Verify(AsBytes(entry), id);
+  const auto failure = m.verifier->VerifyAs(AsBytes(entry), id);
   if (failure) {
     FUZZ_CHECK(failure->stage == Stage::kEnvelope || failure->stage == Stage::kAuthentication ||
                failure->stage == Stage::kDecompression || failure->stage == Stage::kIdHash);
@@ -95,7 +95,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
 
   const uint8_t* good_id = reinterpret_cast<const uint8_t*>(m.good_entry.data()) + 9;
-  FUZZ_CHECK(!m.verifier->Verify(AsBytes(m.good_entry), good_id).has_value());
+  FUZZ_CHECK(!m.verifier->VerifyAs(AsBytes(m.good_entry), good_id).has_value());
   const Bytes plain = m.verifier->plaintext();
   FUZZ_CHECK(std::string_view(reinterpret_cast<const char*>(plain.data()), plain.size()) ==
              kGoodPlaintext);

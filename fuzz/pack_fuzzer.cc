@@ -21,7 +21,7 @@
 #include <cstring>
 #include <string>
 
-#include "checker/repo/borgstore.h"
+#include "checker/repo/borgstore/borgstore_layout.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace borgcheck;
@@ -45,7 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                        b.header.version == repo::kObjVersionMaster;
     FUZZ_CHECK(bad.has_value() != known);
     if (bad) {
-      FUZZ_CHECK(!bad->empty());
+      FUZZ_CHECK(!bad->message.empty() && bad->kind == repo::BlobProblem::kBadVersion);
     } else {
       FUZZ_CHECK(h.version == b.header.version && h.chunk_id == b.header.chunk_id &&
                  h.meta_size == b.header.meta_size && h.data_size == b.header.data_size);

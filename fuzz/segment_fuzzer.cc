@@ -1,5 +1,5 @@
 // Fuzz target: the borg 1.x segment entry stream (repo::ParseEntryHeader, repo::EntryCrcMatches,
-// and the CRC stage of run::ObjectVerifier), walked over the whole input like a segment file.
+// and the CRC stage of repo::Borg1Verifier), walked over the whole input like a segment file.
 //
 // Input: a segment file. When it starts with the BORG_SEG magic the walk starts after it, as the
 // reader does; otherwise at byte 0 (so that mutations of the magic do not end every run).
@@ -19,16 +19,16 @@
 #include <string>
 
 #include "checker/crypto/key_mode.h"
-#include "checker/repo/segment_entry.h"
-#include "checker/repo/segment_format.h"
-#include "checker/run/object_verifier.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/segment_log/segment_format.h"
+#include "checker/repo/borg1/borg1_verifier.h"
 #include "fuzz/fuzz_support.h"
 
 using namespace borgcheck;
 using repo::HeaderParse;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static run::ObjectVerifier crc_only(false, crypto::KeyMode::kNone, nullptr);
+  static repo::Borg1Verifier crc_only(false, crypto::KeyMode::kNone, nullptr);
   const Bytes file(data, size);
   size_t pos = 0;
   if (size >= repo::kSegmentMagicSize &&
@@ -77,7 +77,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const bool crc_ok = repo::EntryCrcMatches(entry);
     FUZZ_CHECK(crc_ok == (repo::Crc32(entry.subspan(4)) == h.crc));
     if (h.tag == repo::kTagPut) {
-      const auto failure = crc_only.Verify(entry, h.key);
+      const auto failure = crc_only.VerifyAs(entry, h.key);
       FUZZ_CHECK(failure.has_value() != crc_ok);
       if (failure) FUZZ_CHECK(failure->stage == report::Stage::kEntryCrc);
     }

@@ -4,7 +4,7 @@
 #include <stdexcept>
 
 #include "checker/base/bytes.h"
-#include "checker/repo/segment_entry.h"
+#include "checker/repo/segment_log/segment_entry.h"
 
 namespace borgcheck::testing {
 namespace fs = std::filesystem;
@@ -87,13 +87,24 @@ void RepoCopy::FixEntryCrc(const std::string& rel, uint64_t offset) {
   f.write(reinterpret_cast<const char*>(out), 4);
 }
 
-run::CheckOutcome Check(const std::string& repo, bool verify_data, unsigned threads) {
+run::CheckOutcome Check(const std::string& repo, bool verify_data, unsigned threads, const io::Env& env) {
   run::CheckOptions o;
   o.repository = repo;
   o.verify_data = verify_data;
   o.threads = threads;
   o.progress = run::ProgressMode::kNever;
-  return run::RunCheck(o, nullptr);
+  return run::RunCheck(o, nullptr, env);
+}
+
+run::CheckOutcome CheckRepositoryPass(const std::string& repo, bool verify_data, unsigned threads,
+                                      const io::Env& env) {
+  run::CheckOptions o;
+  o.repository = repo;
+  o.verify_data = verify_data;
+  o.threads = threads;
+  o.progress = run::ProgressMode::kNever;
+  o.repository_only = true;
+  return run::RunCheck(o, nullptr, env);
 }
 
 std::set<std::string> ErrorChunkIds(const run::CheckOutcome& o) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "checker/io/env.h"
 #include "checker/report/finding.h"
 #include "checker/run/check_run.h"
 
@@ -49,7 +50,13 @@ class RepoCopy {
   std::string root_, path_;
 };
 
-run::CheckOutcome Check(const std::string& repo, bool verify_data, unsigned threads = 2);
+// Runs a check in-process; `env` supplies the repository's bytes (io::FaultEnv injects faults).
+run::CheckOutcome Check(const std::string& repo, bool verify_data, unsigned threads = 2,
+                        const io::Env& env = io::Env::Default());
+// The same with --repository-only: the repository pass alone (no archive pass reading archive
+// metadata again), for cases that count reads or expect findings of that pass only.
+run::CheckOutcome CheckRepositoryPass(const std::string& repo, bool verify_data, unsigned threads,
+                                      const io::Env& env = io::Env::Default());
 
 std::set<std::string> ErrorChunkIds(const run::CheckOutcome& o);
 size_t CountErrors(const run::CheckOutcome& o);

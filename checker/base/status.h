@@ -23,6 +23,12 @@ enum class StatusCode {
   kUnsupported,         // a borg repository of a version/feature we do not handle
   kWrongPassphrase,     // key blob MAC failed with the passphrase we were given
   kKeyNotFound,         // no key file for this repository
+  kKeyFileInvalid,      // a key file (BORG_KEY_FILE, or one naming this repository) is no key file
+  kKeyFileMismatch,     // the key file or key belongs to another repository
+  kRepoKeyNotFound,     // repokey mode, but the repository config holds no key
+  kNoPassphrase,        // a passphrase is needed, none is set and there is no terminal
+  kPasscommandFailed,   // BORG_PASSCOMMAND could not be parsed, run, or exited non-zero
+  kPasswordRetriesExceeded,  // three passphrases typed at the prompt were all wrong
   kLockHeld,            // borg's exclusive lock is held by someone else
   kRepositoryChanged,   // the repository changed under us during the run
   kIoError,             // read error on a file we need

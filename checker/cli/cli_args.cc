@@ -1,30 +1,87 @@
 #include "checker/cli/cli_args.h"
 
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
-namespace borgcheck::cli {
+#include "checker/archive/archive_select.h"
+#include "checker/report/exit_codes.h"
 
-Result<run::CheckOptions> ValidateArgs(const RawArgs& raw) {
-  run::CheckOptions o;
-  o.repository = raw.repository;
+namespace borgcheck::cli {
+namespace {
+
+bool IsProgressWhen(const std::string& s) { return s == "auto" || s == "always" || s == "never"; }
+
+// Short flags that take no value; only tokens made of these are split ("-qp" -> "-q" "-p").
+bool IsCombinedShortFlags(const std::string& s) {
+  if (s.size() < 3 || s[0] != '-' || s[1] == '-') return false;
+  for (size_t i = 1; i < s.size(); ++i) {
+    if (std::string("hpqv").find(s[i]) == std::string::npos) return false;
+  }
+  return true;
+}
+
+Status Invalid(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
+
+}  // namespace
+
+std::vector<std::string> NormalizeArgs(int argc, const char* const* argv) {
+  std::vector<std::string> in;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (IsCombinedShortFlags(a)) {
+      for (size_t j = 1; j < a.size(); ++j) in.push_back(std::string("-") + a[j]);
+    } else {
+      in.push_back(a);
+    }
+  }
+  std::vector<std::string> out;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const std::string& a = in[i];
+    if (a == "--") {
+      out.insert(out.end(), in.begin() + long(i), in.end());
+      break;
+    }
+    if (a == "--progress" && i + 1 < in.size() && IsProgressWhen(in[i + 1])) {
+      out.push_back("--progress=" + in[++i]);
+    } else if (a == "--progress" || a == "-p") {
+      out.push_back("--progress=always");  // borg's bare flag: never eats the next argument
+    } else {
+      out.push_back(a);
+    }
+  }
+  return out;
+}
+
+Result<CliOptions> ValidateArgs(const RawArgs& raw) {
+  CliOptions cli;
+  run::CheckOptions& o = cli.check;
+  if (!raw.repository.empty() && !raw.repo_option.empty()) {
+    return Invalid("the repository is given twice (REPO " + raw.repository + " and -r/--repo " + raw.repo_option +
+                   "): pass one of them");
+  }
+  o.repository = raw.repository.empty() ? raw.repo_option : raw.repository;
   if (o.repository.empty()) {
     if (const char* env = std::getenv("BORG_REPO")) o.repository = env;
   }
-  if (o.repository.empty()) {
-    return Status(StatusCode::kInvalidArgument, "no repository given: pass REPO or set BORG_REPO");
+  if (o.repository.empty()) return Invalid("no repository given: pass REPO or set BORG_REPO");
+  // borg 1.x's REPO::ARCHIVE names the repository and one archive of it ("REPO::" is REPO).
+  if (size_t sep = o.repository.find("::"); sep != std::string::npos) {
+    o.archive = o.repository.substr(sep + 2);
+    o.repository.resize(sep);
+    if (o.repository.empty()) return Invalid("no repository before '::' in " + o.archive);
   }
   if (o.repository.find("://") != std::string::npos || o.repository.rfind("ssh:", 0) == 0 ||
       (o.repository.find(':') != std::string::npos && o.repository.front() != '/' &&
        o.repository.find(':') < o.repository.find('/'))) {
-    return Status(StatusCode::kInvalidArgument,
-                  "remote repositories are not supported: " + o.repository +
-                      " (borgcheck reads a local path; mount the repository or run it on the server)");
+    return Invalid("remote repositories are not supported: " + o.repository +
+                   " (borgcheck reads a local path; mount the repository or run it on the server)");
   }
   while (o.repository.size() > 1 && o.repository.back() == '/') o.repository.pop_back();
   o.verify_data = raw.verify_data;
   if (raw.threads < 0 || raw.threads > 1024) {
-    return Status(StatusCode::kInvalidArgument, "--threads must be between 1 and 1024 (0 or omitted: all online cores)");
+    return Invalid("--threads must be between 1 and 1024 (0 or omitted: all online cores)");
   }
   o.threads = raw.threads ? unsigned(raw.threads) : std::max(1u, std::thread::hardware_concurrency());
   o.json = raw.json;
@@ -33,8 +90,75 @@ Result<run::CheckOptions> ValidateArgs(const RawArgs& raw) {
   if (raw.progress == "auto") o.progress = run::ProgressMode::kAuto;
   else if (raw.progress == "always") o.progress = run::ProgressMode::kAlways;
   else if (raw.progress == "never") o.progress = run::ProgressMode::kNever;
-  else return Status(StatusCode::kInvalidArgument, "--progress must be auto, always or never");
-  return o;
+  else return Invalid("--progress must be auto, always or never");
+
+  cli.verbosity = raw.quiet ? report::Verbosity::kQuiet
+                  : raw.verbose ? report::Verbosity::kVerbose
+                                : report::Verbosity::kNormal;
+  double interval = raw.progress_interval;
+  std::string interval_from = "--progress-interval";
+  if (!raw.progress_interval_given) {
+    if (const char* env = std::getenv("BORGCHECK_PROGRESS_INTERVAL"); env && *env) {
+      char* end = nullptr;
+      interval = std::strtod(env, &end);
+      interval_from = "BORGCHECK_PROGRESS_INTERVAL";
+      if (*end != '\0') interval = -1;
+    } else {
+      interval = kDefaultProgressIntervalS;
+    }
+  }
+  if (!(interval >= 0.1 && interval <= 86400)) {
+    return Invalid(interval_from + " must be a number of seconds between 0.1 and 86400");
+  }
+  cli.progress_interval_s = interval;
+  // Benchmarking only (bench/compare --lanes off): BORGCHECK_LANES=0 hashes one object at a
+  // time, to measure what the hash lanes gain; the findings are the same either way.
+  if (const char* env = std::getenv("BORGCHECK_LANES"); env && std::string(env) == "0") o.hash_lanes = false;
+
+  if (raw.lock_wait < 0 || raw.lock_wait > 86400) return Invalid("--lock-wait must be between 0 and 86400 seconds");
+  o.lock_wait_seconds = unsigned(raw.lock_wait);
+  if (raw.first < 0 || raw.last < 0) return Invalid("--first and --last take a positive number of archives");
+  o.repository_only = raw.repository_only;
+  o.archives_only = raw.archives_only;
+  o.match_archives = raw.match_archives;
+  o.first = unsigned(raw.first);
+  o.last = unsigned(raw.last);
+  bool selects_archives = !o.match_archives.empty() || o.first || o.last || !o.archive.empty();
+  if (o.repository_only && selects_archives) {
+    return Invalid("--repository-only contradicts an archive selection (-a/--match-archives, --first, --last, "
+                   "REPO::ARCHIVE), as in borg check");
+  }
+  if (!o.archive.empty() && (!o.match_archives.empty() || o.first || o.last)) {
+    return Invalid("REPO::ARCHIVE names one archive: it cannot be combined with -a/--match-archives, --first or "
+                   "--last (as in borg)");
+  }
+  for (const std::string& p : o.match_archives) {
+    if (std::string why = archive::CheckArchivePattern(p); !why.empty()) {
+      return Invalid("-a/--match-archives " + p + ": " + why);
+    }
+  }
+  // The archives can be read only with the key: a keyless run would check none of them and
+  // must not pretend to have checked the selection.
+  if ((o.archives_only || selects_archives) && !o.verify_data) {
+    return Invalid(std::string(o.archives_only ? "--archives-only" : "an archive selection (-a/--match-archives, "
+                                                                     "--first, --last, REPO::ARCHIVE)") +
+                   " needs --verify-data: the archives are read with the key, and a run without it checks the "
+                   "repository layer only");
+  }
+
+  if (Status s = ApplyPartialArgs(raw.partial, o, cli.test_hook_notes, cli.test_read_delay_us); !s.ok()) return s;
+
+  cli.show_rc = raw.show_rc;
+  cli.soft_fail = raw.soft_fail;
+  cli.metrics_file = raw.metrics_file;
+  return cli;
+}
+
+bool IsSoftFailure(int exit_code, const std::string& repository) {
+  if (exit_code == report::kExitRepoDoesNotExist || exit_code == report::kExitLockHeld) return true;
+  if (exit_code != report::kExitNotARepository) return false;
+  std::error_code ec;
+  return std::filesystem::is_directory(repository, ec) && std::filesystem::is_empty(repository, ec) && !ec;
 }
 
 }  // namespace borgcheck::cli

@@ -1,36 +1,82 @@
 // borgcheck's main(): parse flags, run the check, print, choose the exit code. No logic.
+//
+// 1. Parse: NormalizeArgs, CLI11 into RawArgs, ValidateArgs into CliOptions.
+// 2. Output: stdout and stderr through checked OutputStreams (a broken pipe or a full disk
+//    never aborts; it decides the exit code in step 5).
+// 3. Run: RunCheck, again once a second while borg's lock is held and --lock-wait allows.
+// 4. Report: findings and summary, or the error.
+// 5. Exit code: the verdict or the error's code; --soft-fail turns an absent, unmounted or
+//    locked repository into 75; a broken stdout into 141 (EPIPE) or 2; then --metrics-file
+//    and --show-rc.
 #include <malloc.h>
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <string_view>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "checker/base/stop_signal.h"
 #include "checker/cli/cli_args.h"
+#include "checker/io/fault_env.h"
 #include "checker/report/exit_codes.h"
+#include "checker/report/metrics_file.h"
 #include "checker/report/output.h"
+#include "checker/report/progress_line.h"
 #include "checker/run/check_run.h"
 
 namespace {
 
-extern "C" void OnSignal(int signo) { borgcheck::run::RequestStopFromSignal(signo); }
+extern "C" void OnSignal(int signo) { borgcheck::RequestStopFromSignal(signo); }
+extern "C" void OnWindowChange(int) { borgcheck::report::NoteTerminalResized(); }
 
 constexpr const char* kDescription =
     "borgcheck: verify a BorgBackup repository independently and in parallel.\n\n"
     "Without --verify-data: a keyless check of the repository layer (segment entry CRCs,\n"
     "index against log) that needs no passphrase. With --verify-data: every live object is\n"
-    "also authenticated, decrypted, decompressed and re-hashed against its chunk id.\n"
+    "also authenticated, decrypted, decompressed and re-hashed against its chunk id, and\n"
+    "every archive is walked: each file's chunks must be in the repository and intact;\n"
+    "a bad chunk is reported with the archives, files and byte ranges that use it.\n"
     "The repository is opened read-only; nothing is written into it.\n\n"
+    "Output: findings and one summary line on stdout (-q: findings only; -v: also notes,\n"
+    "details and phase timings); errors and progress on stderr.\n\n"
     "Exit codes: 0 verified, nothing found; 1 warnings only (data intact); 90 integrity\n"
     "errors; 2 could not run or finish; 13 repository does not exist; 15 not a valid or\n"
-    "supported repository; 42 key file not found; 52 wrong passphrase; 73 borg's lock is\n"
-    "held; 128+N killed by signal N.\n\n"
-    "Passphrase: BORG_PASSPHRASE, BORG_PASSCOMMAND, BORG_PASSPHRASE_FD, else the empty\n"
-    "passphrase, else a prompt on the terminal. Key files: BORG_KEY_FILE, else BORG_KEYS_DIR\n"
-    "(default ~/.config/borg/keys; BORG_BASE_DIR honoured).";
+    "supported repository; 40 not a key file; 41 key of another repository; 42 key file\n"
+    "not found; 44 no key in the repository config; 50 no passphrase and no terminal;\n"
+    "51 BORG_PASSCOMMAND failed; 52 wrong passphrase; 53 three wrong passphrases typed;\n"
+    "73 borg's lock is held; 75 soft failure (--soft-fail); 141 stdout closed (EPIPE);\n"
+    "128+N killed by signal N.\n\n"
+    "Passphrase: BORG_PASSPHRASE, BORG_PASSCOMMAND, BORG_PASSPHRASE_FD, the systemd\n"
+    "credential borg-passphrase ($CREDENTIALS_DIRECTORY), else the empty passphrase, else\n"
+    "a prompt on the terminal. Key files: BORG_KEY_FILE, else BORG_KEYS_DIR (default\n"
+    "~/.config/borg/keys; BORG_BASE_DIR honoured). Repository: REPO, -r, else BORG_REPO.";
+
+double UnixNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// borg's --show-rc wording.
+std::string ShowRcLine(int rc) {
+  const char* kind = rc == 0 ? "success" : rc == 1 ? "warning" : "error";
+  return fmt::format("borgcheck: terminating with {} status, rc {}\n", kind, rc);
+}
+
+// Sleeps up to one second; false when a stop signal arrived.
+bool SleepASecond() {
+  struct timespec t = {1, 0};
+  while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    if (borgcheck::PendingStopSignal()) return false;
+  }
+  return !borgcheck::PendingStopSignal();
+}
 
 }  // namespace
 
@@ -45,40 +91,104 @@ int main(int argc, char** argv) {
   (void)argv;
   return report::kExitCouldNotRun;
 #endif
+  // SIGPIPE would kill us mid-report; ignored, a closed stdout is EPIPE on the next write.
+  std::signal(SIGPIPE, SIG_IGN);
+  report::OutputStream out(STDOUT_FILENO), err(STDERR_FILENO);
+
+  // 1. Parse.
   CLI::App app(kDescription, "borgcheck");
   cli::RawArgs raw;
-  app.add_option("REPO", raw.repository, "repository path (default: $BORG_REPO)");
+  app.add_option("REPO", raw.repository, "repository path, or borg 1.x's REPO::ARCHIVE (default: -r, $BORG_REPO)");
+  app.add_option("-r,--repo", raw.repo_option, "repository path (as borg 2's -r)");
   app.add_flag("--verify-data", raw.verify_data,
                "authenticate, decrypt, decompress and re-hash every live object (needs the key)");
   app.add_option("--threads", raw.threads, "worker threads (default: all online cores)");
   app.add_flag("--json", raw.json, "JSON Lines on stdout: finding, progress, summary, error records");
-  app.add_option("--progress", raw.progress,
-                 "auto (a line on stderr when it is a terminal), always, never")
+  app.add_option("-p,--progress", raw.progress,
+                 "bare: always; auto (default: on a terminal), always, never")
+      ->type_name("[=WHEN]")
       ->check(CLI::IsMember({"auto", "always", "never"}));
-  app.add_flag("-q,--quiet", raw.quiet, "print findings and errors only");
+  CLI::Option* interval = app.add_option("--progress-interval", raw.progress_interval,
+                 "seconds between plain progress lines off a terminal (default: "
+                 "$BORGCHECK_PROGRESS_INTERVAL, else 60)");
+  CLI::Option* quiet = app.add_flag("-q,--quiet", raw.quiet, "print findings and errors only");
+  app.add_flag("-v,--verbose,--info", raw.verbose, "also print notes, details and phase timings")->excludes(quiet);
+  app.add_flag("--show-rc", raw.show_rc, "print the exit code on stderr at the end, as borg does");
   app.add_flag("--bypass-lock", raw.bypass_lock, "check even while borg's exclusive lock is held");
+  app.add_option("--lock-wait", raw.lock_wait, "wait up to N seconds for borg's lock to be released (default: 0)")
+      ->type_name("N");
+  app.add_flag("--soft-fail", raw.soft_fail,
+               "exit 75 (borgmatic's soft failure) when the repository is absent, not mounted, or locked");
+  CLI::Option* repo_only = app.add_flag("--repository-only", raw.repository_only,
+                                        "objects only: do not walk the archives");
+  CLI::Option* archives_only =
+      app.add_flag("--archives-only", raw.archives_only,
+                   "walk the archives and verify only the objects they reference (needs --verify-data)");
+  CLI::Option* match = app.add_option("-a,--match-archives,--glob-archives", raw.match_archives,
+                                      "only archives matching PATTERN (sh:GLOB, re:REGEX, id:NAME, aid:HEX; "
+                                      "needs --verify-data)")
+                           ->type_name("PATTERN")
+                           ->allow_extra_args(false);  // one value each: `-a PATTERN REPO` keeps REPO
+  CLI::Option* first = app.add_option("--first", raw.first, "only the N oldest archives (by archive time)")->type_name("N");
+  CLI::Option* last = app.add_option("--last", raw.last, "only the N newest archives (by archive time)")->type_name("N");
+  repo_only->excludes(archives_only);
+  first->excludes(last);
+  (void)match;
+  // Partial runs (docs/nightly.md).
+  app.add_option("--subset", raw.partial.subset,
+                 "check slice n of t of the objects (by chunk id), or today's: daily/week, daily/month")
+      ->type_name("n/t");
+  app.add_option("--sample", raw.partial.sample, "check a random sample: a share (5%) or a size (50G); no coverage "
+                 "guarantee")
+      ->type_name("P%|SIZE");
+  app.add_option("--sample-seed", raw.partial.sample_seed, "the sample's seed (the summary reports it), to repeat one")
+      ->type_name("N");
+  app.add_option("--max-duration", raw.partial.max_duration,
+                 "start no new segment or pack after this long (2h, 90m); the least recently verified go first")
+      ->type_name("DURATION");
+  app.add_option("--max-age", raw.partial.max_age, "verify again what was verified longer ago (30d); skip the rest")
+      ->type_name("DURATION");
+  app.add_option("--min-interval", raw.partial.min_interval,
+                 "do nothing (exit 0) if a clean full verification finished within this (7d)")
+      ->type_name("DURATION");
+  app.add_option("--state-dir", raw.partial.state_dir,
+                 "where partial runs keep their state (default: $STATE_DIRECTORY, $XDG_STATE_HOME/borgcheck, "
+                 "~/.local/state/borgcheck)")
+      ->type_name("DIR");
+  app.add_option("--metrics-file", raw.metrics_file,
+                 "write Prometheus metrics for node_exporter's textfile collector (replaced atomically)")
+      ->type_name("PATH.prom");
   app.set_version_flag("--version", std::string("borgcheck ") + BORGCHECK_VERSION);
+
+  std::vector<std::string> args = cli::NormalizeArgs(argc, argv);
+  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
   try {
-    app.parse(argc, argv);
+    app.parse(reversed);
   } catch (const CLI::ParseError& e) {
     bool json = false;
-    for (int i = 1; i < argc; ++i) json |= std::string_view(argv[i]) == "--json";
+    for (const std::string& a : args) json |= a == "--json";
     if (json && e.get_exit_code() != 0) {  // keep the JSON contract: one error record
-      report::MakeJsonReporter(stdout)->PrintError(
-          Status(StatusCode::kInvalidArgument, e.what()), report::kExitCouldNotRun);
-      return report::kExitCouldNotRun;
+      report::MakeJsonReporter(out)->PrintError(Status(StatusCode::kInvalidArgument, e.what()),
+                                                report::kExitCouldNotRun);
+      return out.broken() ? report::ExitCodeForOutputError(out.error()) : report::kExitCouldNotRun;
     }
     int rc = app.exit(e);
     return rc == 0 ? 0 : report::kExitCouldNotRun;
   }
 
-  Result<run::CheckOptions> opts = cli::ValidateArgs(raw);
+  raw.progress_interval_given = interval->count() > 0;
+  Result<cli::CliOptions> parsed = cli::ValidateArgs(raw);
+  report::TextOptions text;
+  text.verbosity = parsed.ok() ? parsed->verbosity : report::Verbosity::kNormal;
+  text.progress_on_terminal = isatty(STDERR_FILENO);
+  if (parsed.ok()) text.progress_interval_s = parsed->progress_interval_s;
   std::unique_ptr<report::Reporter> reporter =
-      raw.json ? report::MakeJsonReporter(stdout) : report::MakeTextReporter(stdout, stderr, raw.quiet);
-  if (!opts.ok()) {
-    reporter->PrintError(opts.status(), report::kExitCouldNotRun);
+      raw.json ? report::MakeJsonReporter(out) : report::MakeTextReporter(out, err, text);
+  if (!parsed.ok()) {
+    reporter->PrintError(parsed.status(), report::kExitCouldNotRun);
     return report::kExitCouldNotRun;
   }
+  const cli::CliOptions& opts = *parsed;
 
   // Buffers of 1 MiB and more (per-worker decrypt and plaintext buffers, blocks for entries
   // larger than a read window) are mmapped and unmapped on free. glibc's default raises this
@@ -92,30 +202,129 @@ int main(int argc, char** argv) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
-  std::signal(SIGPIPE, SIG_IGN);
+  struct sigaction winch = {};
+  winch.sa_handler = OnWindowChange;
+  winch.sa_flags = SA_RESTART;
+  sigemptyset(&winch.sa_mask);
+  sigaction(SIGWINCH, &winch, nullptr);
 
-  bool show_progress = opts->progress == run::ProgressMode::kAlways ||
-                       (opts->progress == run::ProgressMode::kAuto && !opts->json && !opts->quiet &&
-                        isatty(STDERR_FILENO));
+  bool show_progress = opts.check.progress == run::ProgressMode::kAlways ||
+                       (opts.check.progress == run::ProgressMode::kAuto && !opts.check.json &&
+                        opts.verbosity != report::Verbosity::kQuiet && isatty(STDERR_FILENO));
   run::ProgressCallback progress;
   if (show_progress) {
-    progress = [&](const report::Progress& p, bool final) { reporter->PrintProgress(p, final); };
+    progress = [&](const report::Progress& p, bool final) {
+      reporter->PrintProgress(p, final);
+      // JSON progress goes to stdout: once nobody reads it, nothing else we write can arrive
+      // either, so stop the run (main then exits 141 for EPIPE, 2 otherwise; step 5).
+      if (opts.check.json && out.broken()) RequestStopFromSignal(SIGPIPE);
+    };
   }
-  run::CheckOutcome outcome = run::RunCheck(*opts, progress);
-  if (outcome.stop_signal) {
-    int rc = report::kExitSignalBase + outcome.stop_signal;
+
+  // 3. Run.
+  const double started_at = UnixNow();
+  const auto started = std::chrono::steady_clock::now();
+  // The test-only read delay (cli/partial_args.h): a slow disk for the partial-run tests.
+  io::FaultEnv slow_env;
+  if (opts.test_read_delay_us) slow_env.DelayReads(std::chrono::microseconds(opts.test_read_delay_us));
+  const io::Env& env = opts.test_read_delay_us ? static_cast<const io::Env&>(slow_env) : io::Env::Default();
+  for (const std::string& n : opts.test_hook_notes) {
+    if (!opts.check.json) err.Write("borgcheck: " + n + "\n");
+  }
+  run::CheckOutcome outcome = run::RunCheck(opts.check, progress, env);
+  // --lock-wait: the lock check comes before anything is read or asked for, so trying again
+  // is cheap. (Interim: the run layer is to wait itself; then this loop finds no time left.)
+  while (outcome.status.code() == StatusCode::kLockHeld && !outcome.stop_signal &&
+         std::chrono::steady_clock::now() - started < std::chrono::seconds(opts.check.lock_wait_seconds)) {
+    if (!SleepASecond()) {
+      outcome.stop_signal = PendingStopSignal();
+      outcome.status = Status(StatusCode::kInterrupted,
+                              fmt::format("stopped by signal {} before the check finished", outcome.stop_signal));
+      break;
+    }
+    outcome = run::RunCheck(opts.check, progress, env);
+  }
+  const double finished_at = UnixNow();
+  const double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+
+  // 4-5. Report and exit code.
+  int rc;
+  // State warnings (a corrupt state set aside, a folder that is not writable): stderr in text,
+  // the summary's notes in JSON.
+  auto state_notes = [&](report::RunSummary& s) {
+    std::vector<std::string> lines = outcome.warnings;
+    if (!outcome.state_status.ok()) lines.push_back(outcome.state_status.message());
+    for (const std::string& w : lines) {
+      if (opts.check.json) s.notes.push_back(w);
+      else err.Write("borgcheck: warning: " + w + "\n");
+    }
+    for (const std::string& n : opts.test_hook_notes) s.notes.push_back(n);
+  };
+  if (outcome.stop_signal && outcome.partial_report) {
+    // Stopped mid-run: every finding so far and a partial summary, then the signal's code.
+    rc = report::kExitSignalBase + outcome.stop_signal;
+    outcome.summary.version = BORGCHECK_VERSION;
+    outcome.summary.started_at = started_at;
+    outcome.summary.finished_at = finished_at;
+    state_notes(outcome.summary);
+    reporter->PrintFindings(outcome.findings);
+    reporter->PrintSummary(outcome.summary, rc);
+    if (!opts.check.json) reporter->PrintError(outcome.status, rc);
+  } else if (outcome.stop_signal) {
+    rc = report::kExitSignalBase + outcome.stop_signal;
     reporter->PrintError(outcome.status, rc);
-    return rc;
+  } else if (!outcome.status.ok()) {
+    rc = report::ExitCodeForStatus(outcome.status);
+    Status shown = outcome.status;
+    if (opts.soft_fail && cli::IsSoftFailure(rc, opts.check.repository)) {
+      rc = report::kExitSoftFailure;
+      shown = Status(outcome.status.code(), outcome.status.message() + " (--soft-fail: exit 75, a soft failure)");
+    }
+    reporter->PrintError(shown, rc);
+  } else {
+    rc = report::ExitCodeForSummary(outcome.summary);  // 90, 2 (could not check), 1 or 0
+    outcome.summary.version = BORGCHECK_VERSION;
+    outcome.summary.started_at = started_at;
+    outcome.summary.finished_at = finished_at;
+    state_notes(outcome.summary);
+    // A state that could not be saved: the check is valid, but the rotation did not advance.
+    if (!outcome.state_status.ok() && rc != report::kExitIntegrityErrors) rc = report::kExitCouldNotRun;
+    reporter->PrintFindings(outcome.findings);
+    reporter->PrintSummary(outcome.summary, rc);
   }
-  if (!outcome.status.ok()) {
-    int rc = report::ExitCodeForStatus(outcome.status);
-    reporter->PrintError(outcome.status, rc);
-    return rc;
+  out.Flush();
+  if (int e = out.error()) {
+    rc = report::ExitCodeForOutputError(e);
+    // A closed pipe is the reader's choice (`| head`): say nothing, as a SIGPIPE'd program.
+    if (e != EPIPE) err.Write(fmt::format("borgcheck: cannot write the report to stdout: {}\n", std::strerror(e)));
   }
-  int rc = outcome.summary.errors ? report::kExitIntegrityErrors
-           : outcome.summary.warnings ? report::kExitWarnings
-                                      : report::kExitOk;
-  reporter->PrintFindings(outcome.findings);
-  reporter->PrintSummary(outcome.summary, rc);
+
+  if (!opts.metrics_file.empty()) {
+    report::MetricsRun m;
+    // The repo label is the absolute path: a relative one would name different repositories
+    // from different working directories (and break the carry-forward).
+    std::error_code ec;
+    std::filesystem::path abs = std::filesystem::absolute(opts.check.repository, ec).lexically_normal();
+    m.repository = ec ? opts.check.repository : abs.string();
+    while (m.repository.size() > 1 && m.repository.back() == '/') m.repository.pop_back();
+    m.repository_id = outcome.summary.repository_id;
+    m.finished_at = finished_at;
+    m.duration_s = duration;
+    m.exit_code = rc;
+    m.success = rc == report::kExitOk || rc == report::kExitWarnings;
+    bool finished = outcome.status.ok() && !outcome.stop_signal && !outcome.summary.skipped;
+    m.summary = finished ? &outcome.summary : nullptr;
+    // Partial runs and runs with a state file add their coverage (a plain full run's file is
+    // unchanged: its coverage is its success).
+    const report::RunSummary& s = outcome.summary;
+    if ((finished || s.skipped) && (!s.complete || !s.coverage.state_file.empty())) m.extra = report::CoverageMetrics(s);
+    if (Status s = report::WriteMetricsFile(opts.metrics_file, m); !s.ok()) {
+      err.Write("borgcheck: " + s.message() + "\n");
+      // Verified but unrecorded: the staleness alert would fire later for no visible reason.
+      if (m.success) rc = report::kExitCouldNotRun;
+    }
+  }
+  if (opts.show_rc && !opts.check.json) err.Write(ShowRcLine(rc));
+  err.Flush();
   return rc;
 }

@@ -21,6 +21,7 @@
 #include <msgpack.hpp>
 
 #include "checker/base/msgpack_util.h"
+#include "checker/crypto/key_inner.h"
 #include "checker/crypto/blake2b.h"
 #include "checker/crypto/blake3.h"
 #include "checker/crypto/key_blob.h"
@@ -35,6 +36,21 @@ constexpr uint64_t kMaxArgon2MemoryKib = uint64_t(4) << 20;  // 4 GiB
 constexpr uint64_t kMaxArgon2Parallelism = 255;
 constexpr uint64_t kMaxPbkdf2Iterations = 100'000'000;
 constexpr size_t kArgon2TagSize = 16;
+constexpr size_t kMinArgon2SaltSize = 8;
+constexpr size_t kMaxArgon2SaltSize = 1024;
+constexpr size_t kKekSize = 32;
+// libargon2 needs 2 blocks (1 KiB each) per sync point per lane: 8 KiB per lane.
+constexpr uint64_t kArgon2MinMemoryKibPerLane = 2 * ARGON2_SYNC_POINTS;
+
+// Our bounds are a cost cap inside libargon2's own (validate_inputs in its core.c): a blob within
+// them never makes argon2_hash fail for its parameters. The one rule that ties two parameters
+// together, memory >= 8 KiB per lane, is checked separately.
+static_assert(ARGON2_MIN_TIME <= 1 && kMaxArgon2TimeCost <= ARGON2_MAX_TIME);
+static_assert(ARGON2_MIN_MEMORY <= kArgon2MinMemoryKibPerLane && kMaxArgon2MemoryKib <= ARGON2_MAX_MEMORY);
+static_assert(ARGON2_MIN_LANES <= 1 && kMaxArgon2Parallelism <= ARGON2_MAX_LANES);
+static_assert(ARGON2_MIN_THREADS <= 1 && kMaxArgon2Parallelism <= ARGON2_MAX_THREADS);
+static_assert(ARGON2_MIN_SALT_LENGTH <= kMinArgon2SaltSize && kMaxArgon2SaltSize <= ARGON2_MAX_SALT_LENGTH);
+static_assert(ARGON2_MIN_OUTLEN <= kKekSize && kKekSize <= ARGON2_MAX_OUTLEN);
 
 Status Corrupt(std::string msg) { return Status(StatusCode::kCorruptMetadata, std::move(msg)); }
 Status Unsupported(std::string msg) { return Status(StatusCode::kUnsupported, std::move(msg)); }
@@ -64,20 +80,6 @@ std::string Printable(Bytes b) {
   }
   if (b.size() > 40) s += "...";
   return s;
-}
-
-Status ReadKeyField(const msgpack::object& map, const char* name, size_t len_a, size_t len_b,
-                    SecureBytes& out) {
-  Bytes b;
-  if (!AsRaw(Find(map, name), b)) {
-    return Corrupt(std::string("decrypted key: `") + name + "` is missing or not a byte string");
-  }
-  if (b.size() != len_a && b.size() != len_b) {
-    return Corrupt(std::string("decrypted key: `") + name + "` has " + std::to_string(b.size()) +
-                   " bytes, expected " + std::to_string(len_a) + " or " + std::to_string(len_b));
-  }
-  out = SecureBytes(b);
-  return Status::Ok();
 }
 
 Result<Borg2KeyMaterial> ParseInner(Bytes plain, const std::string& label) {
@@ -112,17 +114,7 @@ Result<Borg2KeyMaterial> ParseInner(Bytes plain, const std::string& label) {
     km.crypt_key.Append(enc_hmac_key.view());
   }
   if (Status s = ReadKeyField(inner, "id_key", 32, 128, km.id_key); !s.ok()) return s;
-  if (const msgpack::object* seed = Find(inner, "chunk_seed");
-      seed != nullptr && seed->type != msgpack::type::POSITIVE_INTEGER &&
-      seed->type != msgpack::type::NEGATIVE_INTEGER) {
-    return Corrupt("decrypted key: `chunk_seed` is not an integer");
-  }
-  if (const msgpack::object* tam = Find(inner, "tam_required"); tam != nullptr) {
-    if (tam->type != msgpack::type::BOOLEAN) {
-      return Corrupt("decrypted key: `tam_required` is not a boolean");
-    }
-    km.tam_required = tam->via.boolean;
-  }
+  if (Status s = ReadKeyFlags(inner, km.tam_required); !s.ok()) return s;
   return km;
 }
 
@@ -136,6 +128,59 @@ bool AesCtrZeroIv(Bytes key, Bytes in, uint8_t* out) {
             size_t(outl) == in.size();
   EVP_CIPHER_CTX_free(ctx);
   return ok;
+}
+
+Status OutOfRange(const char* name, const std::string& value, uint64_t min, uint64_t max,
+                  const char* unit) {
+  return Corrupt(std::string("key blob: ") + name + " " + value + unit + " is out of range (" +
+                 std::to_string(min) + unit + ".." + std::to_string(max) + unit + ")");
+}
+
+// Reads one argon2 cost; the message names the field and the value it has.
+Status ReadArgon2Cost(const msgpack::object& outer, const char* name, uint64_t min, uint64_t max,
+                      const char* unit, uint64_t& out) {
+  const msgpack::object* o = Find(outer, name);
+  if (o == nullptr) return Corrupt(std::string("key blob: `") + name + "` is missing");
+  if (o->type == msgpack::type::NEGATIVE_INTEGER) {
+    return OutOfRange(name, std::to_string(o->via.i64), min, max, unit);
+  }
+  if (!AsUint(o, out)) return Corrupt(std::string("key blob: `") + name + "` is not an integer");
+  if (out < min || out > max) return OutOfRange(name, std::to_string(out), min, max, unit);
+  return Status::Ok();
+}
+
+// Everything libargon2 would refuse (and our cost cap), checked before argon2 runs, so that a
+// damaged blob is kCorruptMetadata naming the parameter rather than an argon2 error code. Run on
+// the parser's output and again in DecryptBorg2Key, which may be handed a hand-built blob.
+Status ValidateArgon2Blob(const Borg2EncryptedKey& b) {
+  const auto range = [](const char* name, uint64_t v, uint64_t min, uint64_t max, const char* unit) {
+    return v >= min && v <= max ? Status::Ok() : OutOfRange(name, std::to_string(v), min, max, unit);
+  };
+  for (Status s : {range("argon2_time_cost", b.argon2_time_cost, 1, kMaxArgon2TimeCost, ""),
+                   range("argon2_memory_cost", b.argon2_memory_cost_kib, kArgon2MinMemoryKibPerLane,
+                         kMaxArgon2MemoryKib, " KiB"),
+                   range("argon2_parallelism", b.argon2_parallelism, 1, kMaxArgon2Parallelism, "")}) {
+    if (!s.ok()) return s;
+  }
+  const uint64_t min_memory = kArgon2MinMemoryKibPerLane * uint64_t(b.argon2_parallelism);
+  if (b.argon2_memory_cost_kib < min_memory) {
+    return Corrupt("key blob: argon2_memory_cost " + std::to_string(b.argon2_memory_cost_kib) +
+                   " KiB is below libargon2's minimum of 8 KiB per lane (argon2_parallelism " +
+                   std::to_string(b.argon2_parallelism) + " needs at least " +
+                   std::to_string(min_memory) + " KiB)");
+  }
+  if (b.argon2_type != Argon2_d && b.argon2_type != Argon2_i && b.argon2_type != Argon2_id) {
+    return Unsupported("key blob: unknown argon2_type " + std::to_string(b.argon2_type));
+  }
+  if (b.salt.size() < kMinArgon2SaltSize || b.salt.size() > kMaxArgon2SaltSize) {
+    return Corrupt("key blob: argon2 salt has " + std::to_string(b.salt.size()) +
+                   " bytes, out of range (8..1024)");
+  }
+  if (b.data.size() < kArgon2TagSize) {
+    return Corrupt("key blob: `data` has " + std::to_string(b.data.size()) +
+                   " bytes, shorter than its 16-byte tag");
+  }
+  return Status::Ok();
 }
 
 const Status kWrongPassphraseStatus(StatusCode::kWrongPassphrase,
@@ -176,14 +221,11 @@ Result<Borg2EncryptedKey> ParseBorg2KeyBlob(std::string_view base64_text,
   if (AsText(algorithm) == "argon2 chacha20-poly1305") {
     blob.algorithm = Borg2KeyAlgorithm::kArgon2ChaCha20Poly1305;
     uint64_t t = 0, m = 0, p = 0;
-    if (!AsUint(Find(outer, "argon2_time_cost"), t) || t < 1 || t > kMaxArgon2TimeCost) {
-      return Corrupt("key blob: `argon2_time_cost` is missing or out of range (1..1000)");
-    }
-    if (!AsUint(Find(outer, "argon2_memory_cost"), m) || m < 8 || m > kMaxArgon2MemoryKib) {
-      return Corrupt("key blob: `argon2_memory_cost` is missing or out of range (8 KiB..4 GiB)");
-    }
-    if (!AsUint(Find(outer, "argon2_parallelism"), p) || p < 1 || p > kMaxArgon2Parallelism) {
-      return Corrupt("key blob: `argon2_parallelism` is missing or out of range (1..255)");
+    for (Status s : {ReadArgon2Cost(outer, "argon2_time_cost", 1, kMaxArgon2TimeCost, "", t),
+                     ReadArgon2Cost(outer, "argon2_memory_cost", kArgon2MinMemoryKibPerLane,
+                                    kMaxArgon2MemoryKib, " KiB", m),
+                     ReadArgon2Cost(outer, "argon2_parallelism", 1, kMaxArgon2Parallelism, "", p)}) {
+      if (!s.ok()) return s;
     }
     Bytes type;
     if (!AsRaw(Find(outer, "argon2_type"), type)) {
@@ -193,11 +235,13 @@ Result<Borg2EncryptedKey> ParseBorg2KeyBlob(std::string_view base64_text,
     else if (AsText(type) == "i") blob.argon2_type = Argon2_i;
     else if (AsText(type) == "id") blob.argon2_type = Argon2_id;
     else return Unsupported("key blob: unknown argon2_type '" + Printable(type) + "'");
-    if (salt.size() < 8 || salt.size() > 1024) return Corrupt("key blob: argon2 `salt` has an implausible size");
-    if (data.size() < kArgon2TagSize) return Corrupt("key blob: `data` is shorter than its tag");
     blob.argon2_time_cost = uint32_t(t);
     blob.argon2_memory_cost_kib = uint32_t(m);
     blob.argon2_parallelism = uint32_t(p);
+    blob.salt.assign(AsText(salt));
+    blob.data.assign(AsText(data));
+    if (Status s = ValidateArgon2Blob(blob); !s.ok()) return s;
+    return blob;
   } else if (AsText(algorithm) == "sha256") {
     if (!options.accept_pbkdf2_sha256) {
       return Unsupported("key blob: unsupported key format (legacy 'sha256' / PBKDF2 keys are not "
@@ -228,15 +272,14 @@ Result<Borg2KeyMaterial> DecryptBorg2Key(const Borg2EncryptedKey& blob, std::str
   if (passphrase.size() > size_t(INT_MAX)) {
     return Status(StatusCode::kInvalidArgument, "passphrase is too long");
   }
-  SecureBytes kek(32);
+  SecureBytes kek(kKekSize);
   if (blob.algorithm == Borg2KeyAlgorithm::kArgon2ChaCha20Poly1305) {
+    if (Status s = ValidateArgon2Blob(blob); !s.ok()) return s;
     int rc = argon2_hash(blob.argon2_time_cost, blob.argon2_memory_cost_kib, blob.argon2_parallelism,
                          passphrase.data(), passphrase.size(), blob.salt.data(), blob.salt.size(),
                          kek.data(), kek.size(), nullptr, 0, argon2_type(blob.argon2_type),
                          ARGON2_VERSION_13);
-    if (rc != ARGON2_OK) {
-      return Status(StatusCode::kInternal, std::string("argon2 failed: ") + argon2_error_message(rc));
-    }
+    if (rc != ARGON2_OK) return TEST_Argon2FailureStatus(rc, blob);
     const Bytes data = AsBytes(blob.data);
     const Bytes tag = data.first(kArgon2TagSize);
     const Bytes ct = data.subspan(kArgon2TagSize);
@@ -267,6 +310,22 @@ Result<Borg2KeyMaterial> DecryptBorg2Key(const Borg2EncryptedKey& blob, std::str
   OPENSSL_cleanse(mac, sizeof(mac));
   if (!authentic) return kWrongPassphraseStatus;
   return ParseInner(plain.view(), blob.label);
+}
+
+Status TEST_Argon2FailureStatus(int argon2_rc, const Borg2EncryptedKey& blob) {
+  const std::string params = " (argon2_time_cost " + std::to_string(blob.argon2_time_cost) +
+                             ", argon2_memory_cost " + std::to_string(blob.argon2_memory_cost_kib) +
+                             " KiB, argon2_parallelism " + std::to_string(blob.argon2_parallelism) +
+                             ", salt " + std::to_string(blob.salt.size()) + " bytes)";
+  // Out of memory or no thread: the machine could not run a KDF the blob may rightly ask for
+  // (borg writes 64 MiB); that is no statement about the blob.
+  if (argon2_rc == ARGON2_MEMORY_ALLOCATION_ERROR || argon2_rc == ARGON2_THREAD_FAIL) {
+    return Status(StatusCode::kInternal, std::string("argon2 could not run: ") +
+                                             argon2_error_message(argon2_rc) + params);
+  }
+  // Anything else is libargon2 refusing the blob's parameters: damage our checks did not name.
+  return Corrupt(std::string("key blob: libargon2 refuses its parameters: ") +
+                 argon2_error_message(argon2_rc) + params);
 }
 
 Result<Borg2KeyMaterial> DecryptBorg2KeyBlob(std::string_view base64_text,
@@ -455,6 +514,26 @@ void Borg2IdHasher::Compute(Bytes plaintext, uint8_t out[32]) {
     }
   }
   if (!ok) std::memset(out, 0, 32);
+}
+
+Result<std::optional<LaneHash>> MakeBorg2IdLaneHash(Borg2IdHash kind, Bytes id_key) {
+  switch (kind) {
+    case Borg2IdHash::kSha256:
+      return std::optional<LaneHash>(LaneHash::Sha256());
+    case Borg2IdHash::kHmacSha256: {
+      if (id_key.size() != 32) return Status(StatusCode::kInvalidArgument, "HMAC-SHA256 id key must be 32 bytes");
+      Result<LaneHash> h = LaneHash::HmacSha256(id_key);
+      if (!h.ok()) return h.status();
+      return std::optional<LaneHash>(std::move(h).value());
+    }
+    case Borg2IdHash::kBlake2b256:
+      if (id_key.empty()) return Status(StatusCode::kInvalidArgument, "BLAKE2b id key is empty");
+      return std::optional<LaneHash>(LaneHash::Blake2b256(id_key));
+    case Borg2IdHash::kBlake3Keyed:
+    case Borg2IdHash::kBlake3:
+      break;
+  }
+  return std::optional<LaneHash>();
 }
 
 }  // namespace borgcheck::crypto

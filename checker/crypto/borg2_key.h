@@ -36,6 +36,7 @@
 #include "checker/base/bytes.h"
 #include "checker/base/secure_bytes.h"
 #include "checker/base/status.h"
+#include "checker/crypto/hash_pipeline.h"
 #include "checker/crypto/aead.h"
 
 namespace borgcheck::crypto {
@@ -66,8 +67,12 @@ struct Borg2KeyBlobOptions {
   bool accept_pbkdf2_sha256 = true;
 };
 
-// kCorruptMetadata: not base64, not a msgpack map, a field missing or out of range (argon2 costs
-// are bounded: t <= 1000, m <= 4 GiB, p <= 255; PBKDF2 iterations <= 100,000,000);
+// kCorruptMetadata: not base64, not a msgpack map, a field missing or out of range, with a message
+// naming the field and its value. An argon2 blob parses only if libargon2 would accept its
+// parameters (its validate_inputs) and they are within our cost cap: 1 <= t <= 1000;
+// 8 KiB <= m <= 4 GiB and m >= 8 KiB per lane (2 blocks per sync point, ARGON2_MIN_MEMORY per
+// lane); 1 <= p <= 255 (p lanes and p threads); salt 8..1024 bytes; `data` at least its 16-byte tag.
+// PBKDF2 iterations 1..100,000,000, salt and hash 32 bytes.
 // kUnsupported: version != 1, an unknown algorithm or argon2 type, or "sha256" when not accepted.
 Result<Borg2EncryptedKey> ParseBorg2KeyBlob(std::string_view base64_text,
                                             const Borg2KeyBlobOptions& options = {});
@@ -85,9 +90,16 @@ struct Borg2KeyMaterial {
 
 // Decrypts a parsed blob with `passphrase` (UTF-8 bytes as given). kWrongPassphrase when the
 // blob does not authenticate (a wrong passphrase or a damaged blob: both look alike);
-// kCorruptMetadata when it authenticates but the inner map is malformed; kInternal if
-// libargon2 or OpenSSL fail (e.g. out of memory for argon2's 64 MiB).
+// kCorruptMetadata when it authenticates but the inner map is malformed, or when the argon2
+// parameters are out of the parser's bounds (checked again here, for blobs not made by
+// ParseBorg2KeyBlob), or libargon2 refuses them anyway (libargon2's error text and the
+// parameters); kInternal only when the machine cannot run the KDF (argon2 out of memory or
+// threads, an OpenSSL failure): that says nothing about the blob.
 Result<Borg2KeyMaterial> DecryptBorg2Key(const Borg2EncryptedKey& blob, std::string_view passphrase);
+
+// The status DecryptBorg2Key returns when argon2_hash returns `argon2_rc` (!= ARGON2_OK) for
+// `blob`; exposed so that tests can reach error codes the parser's bounds make unreachable.
+Status TEST_Argon2FailureStatus(int argon2_rc, const Borg2EncryptedKey& blob);
 
 // ParseBorg2KeyBlob + DecryptBorg2Key.
 Result<Borg2KeyMaterial> DecryptBorg2KeyBlob(std::string_view base64_text,
@@ -155,5 +167,11 @@ class Borg2IdHasher {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// The id hash as hash lanes compute it (hash_pipeline.h), made once per run and shared by every
+// worker's verifier: SHA-256, HMAC-SHA256 under id_key or BLAKE2b-256(id_key || m); nullopt for
+// the BLAKE3 ids, which have no lanes (Borg2IdHasher computes them). Borg2IdHasher's key checks
+// (kInvalidArgument), or kInternal from OpenSSL.
+Result<std::optional<LaneHash>> MakeBorg2IdLaneHash(Borg2IdHash kind, Bytes id_key);
 
 }  // namespace borgcheck::crypto

@@ -4,9 +4,13 @@
 // status; every id hash reproduces real chunk ids.
 #include "checker/crypto/borg2_key.h"
 
+#include <argon2.h>
 #include <blake2.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+
+#include <string>
+#include <variant>
 
 #include <catch2/catch.hpp>
 #include <msgpack.hpp>
@@ -133,6 +137,184 @@ TEST_CASE("borg2 keys: argon2 parameters are bounded before argon2 runs", "[borg
   CHECK(d->argon2_type == 0);
   // a well-formed blob whose data is garbage: argon2 runs, the tag fails
   CHECK(DecryptBorg2Key(*d, "test").status().code() == StatusCode::kWrongPassphrase);
+}
+
+// An argon2 outer map with every field settable; a field set to std::nullopt is left out, an
+// integer field may be given as a string or negative to test its type check.
+struct Argon2Fields {
+  std::variant<std::monostate, int64_t, std::string> t = int64_t(1), m = int64_t(8), p = int64_t(1);
+  size_t salt_size = 16, data_size = 100;
+};
+
+std::string PackArgon2Fields(const Argon2Fields& f) {
+  msgpack::sbuffer buf;
+  msgpack::packer<msgpack::sbuffer> pk(buf);
+  const auto present = [](const auto& v) { return v.index() != 0; };
+  pk.pack_map(uint32_t(5 + present(f.t) + present(f.m) + present(f.p)));
+  pk.pack(std::string("algorithm")); pk.pack(std::string("argon2 chacha20-poly1305"));
+  const auto field = [&](const char* name, const auto& v) {
+    if (!present(v)) return;
+    pk.pack(std::string(name));
+    if (v.index() == 1) pk.pack(std::get<1>(v));
+    else pk.pack(std::get<2>(v));
+  };
+  field("argon2_memory_cost", f.m);
+  field("argon2_parallelism", f.p);
+  field("argon2_time_cost", f.t);
+  pk.pack(std::string("argon2_type")); pk.pack(std::string("id"));
+  std::string data(f.data_size, 'x'), salt(f.salt_size, 's');
+  pk.pack(std::string("data")); pk.pack_bin(uint32_t(data.size())); pk.pack_bin_body(data.data(), uint32_t(data.size()));
+  pk.pack(std::string("salt")); pk.pack_bin(uint32_t(salt.size())); pk.pack_bin_body(salt.data(), uint32_t(salt.size()));
+  pk.pack(std::string("version")); pk.pack(1);
+  std::string enc(4 * ((buf.size() + 2) / 3), '\0');
+  int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(enc.data()),
+                          reinterpret_cast<const unsigned char*>(buf.data()), int(buf.size()));
+  enc.resize(size_t(n));
+  return enc;
+}
+
+TEST_CASE("borg2 keys: every argon2 parameter libargon2 would refuse is kCorruptMetadata naming it",
+          "[borg2key]") {
+  struct Case {
+    const char* what;
+    Argon2Fields f;
+    StatusCode code;
+    const char* message;
+  } cases[] = {
+      // the fuzz find: libargon2 needs 8 KiB per lane, its validate_inputs refuses m < 8 * p
+      {"m 16 KiB, p 4", {int64_t(1), int64_t(16), int64_t(4)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_memory_cost 16 KiB is below libargon2's minimum of 8 KiB per lane "
+       "(argon2_parallelism 4 needs at least 32 KiB)"},
+      {"m 31 KiB, p 4", {int64_t(1), int64_t(31), int64_t(4)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_memory_cost 31 KiB is below libargon2's minimum of 8 KiB per lane "
+       "(argon2_parallelism 4 needs at least 32 KiB)"},
+      {"m 2039 KiB, p 255", {int64_t(1), int64_t(2039), int64_t(255)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_memory_cost 2039 KiB is below libargon2's minimum of 8 KiB per lane "
+       "(argon2_parallelism 255 needs at least 2040 KiB)"},
+      {"m 7 KiB (ARGON2_MIN_MEMORY)", {int64_t(1), int64_t(7), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_memory_cost 7 KiB is out of range (8 KiB..4194304 KiB)"},
+      {"m 0", {int64_t(1), int64_t(0), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_memory_cost 0 KiB is out of range (8 KiB..4194304 KiB)"},
+      {"m 1 TiB (our cost cap)", {int64_t(1), int64_t(1) << 30, int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_memory_cost 1073741824 KiB is out of range (8 KiB..4194304 KiB)"},
+      {"m negative", {int64_t(1), int64_t(-8), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_memory_cost -8 KiB is out of range (8 KiB..4194304 KiB)"},
+      {"m missing", {int64_t(1), std::monostate(), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: `argon2_memory_cost` is missing"},
+      {"t 0 (ARGON2_MIN_TIME)", {int64_t(0), int64_t(8), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_time_cost 0 is out of range (1..1000)"},
+      {"t 1001 (our cost cap)", {int64_t(1001), int64_t(8), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_time_cost 1001 is out of range (1..1000)"},
+      {"t 2^32 (past ARGON2_MAX_TIME)", {int64_t(1) << 32, int64_t(8), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_time_cost 4294967296 is out of range (1..1000)"},
+      {"t negative", {int64_t(-1), int64_t(8), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_time_cost -1 is out of range (1..1000)"},
+      {"t a string", {std::string("3"), int64_t(8), int64_t(1)}, StatusCode::kCorruptMetadata,
+       "key blob: `argon2_time_cost` is not an integer"},
+      {"p 0 (ARGON2_MIN_LANES, ARGON2_MIN_THREADS)", {int64_t(1), int64_t(8), int64_t(0)},
+       StatusCode::kCorruptMetadata, "key blob: argon2_parallelism 0 is out of range (1..255)"},
+      {"p 256 (our cost cap)", {int64_t(1), int64_t(4096), int64_t(256)}, StatusCode::kCorruptMetadata,
+       "key blob: argon2_parallelism 256 is out of range (1..255)"},
+      {"p 2^24 (past ARGON2_MAX_LANES)", {int64_t(1), int64_t(4096), int64_t(1) << 24},
+       StatusCode::kCorruptMetadata, "key blob: argon2_parallelism 16777216 is out of range (1..255)"},
+      {"p missing", {int64_t(1), int64_t(8), std::monostate()}, StatusCode::kCorruptMetadata,
+       "key blob: `argon2_parallelism` is missing"},
+      {"salt 7 bytes (ARGON2_MIN_SALT_LENGTH)", {int64_t(1), int64_t(8), int64_t(1), 7, 100},
+       StatusCode::kCorruptMetadata, "key blob: argon2 salt has 7 bytes, out of range (8..1024)"},
+      {"salt 0 bytes", {int64_t(1), int64_t(8), int64_t(1), 0, 100}, StatusCode::kCorruptMetadata,
+       "key blob: argon2 salt has 0 bytes, out of range (8..1024)"},
+      {"salt 1025 bytes", {int64_t(1), int64_t(8), int64_t(1), 1025, 100}, StatusCode::kCorruptMetadata,
+       "key blob: argon2 salt has 1025 bytes, out of range (8..1024)"},
+      {"data shorter than the tag", {int64_t(1), int64_t(8), int64_t(1), 16, 15}, StatusCode::kCorruptMetadata,
+       "key blob: `data` has 15 bytes, shorter than its 16-byte tag"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const Result<Borg2EncryptedKey> r = ParseBorg2KeyBlob(PackArgon2Fields(c.f));
+    CHECK(r.status().code() == c.code);
+    CHECK(r.status().message() == c.message);
+  }
+}
+
+TEST_CASE("borg2 keys: the parser's argon2 boundaries are accepted by libargon2 itself", "[borg2key]") {
+  // Each blob parses, so argon2 runs and the garbage data fails its tag: kWrongPassphrase, never
+  // an argon2 error. These are the corners of the accepted set.
+  struct Case {
+    const char* what;
+    Argon2Fields f;
+  } cases[] = {
+      {"t 1, m 8 KiB, p 1, salt 8", {int64_t(1), int64_t(8), int64_t(1), 8, 16}},
+      {"m 32 KiB, p 4", {int64_t(1), int64_t(32), int64_t(4)}},
+      {"m 2040 KiB, p 255", {int64_t(1), int64_t(2040), int64_t(255)}},
+      {"m 9 KiB, p 1 (not a multiple of the lane size)", {int64_t(2), int64_t(9), int64_t(1)}},
+      {"salt 1024 bytes", {int64_t(1), int64_t(8), int64_t(1), 1024, 100}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const Result<Borg2EncryptedKey> r = ParseBorg2KeyBlob(PackArgon2Fields(c.f));
+    REQUIRE(r.ok());
+    const Result<Borg2KeyMaterial> km = DecryptBorg2Key(*r, "test");
+    CHECK(km.status().code() == StatusCode::kWrongPassphrase);
+  }
+}
+
+TEST_CASE("borg2 keys: DecryptBorg2Key checks a hand-built blob before argon2 runs", "[borg2key]") {
+  Result<Borg2EncryptedKey> parsed = ParseBorg2KeyBlob(PackArgon2Fields({}));
+  REQUIRE(parsed.ok());
+  Borg2EncryptedKey b = *parsed;
+  SECTION("memory below 8 KiB per lane (was kInternal 'argon2 failed: Memory cost is too small')") {
+    b.argon2_memory_cost_kib = 16;
+    b.argon2_parallelism = 4;
+    const Result<Borg2KeyMaterial> km = DecryptBorg2Key(b, "test");
+    CHECK(km.status().code() == StatusCode::kCorruptMetadata);
+    CHECK(km.status().message() ==
+          "key blob: argon2_memory_cost 16 KiB is below libargon2's minimum of 8 KiB per lane "
+          "(argon2_parallelism 4 needs at least 32 KiB)");
+  }
+  SECTION("time cost 0") {
+    b.argon2_time_cost = 0;
+    const Result<Borg2KeyMaterial> km = DecryptBorg2Key(b, "test");
+    CHECK(km.status().code() == StatusCode::kCorruptMetadata);
+    CHECK(km.status().message() == "key blob: argon2_time_cost 0 is out of range (1..1000)");
+  }
+  SECTION("no tag") {
+    b.data.clear();
+    const Result<Borg2KeyMaterial> km = DecryptBorg2Key(b, "test");
+    CHECK(km.status().code() == StatusCode::kCorruptMetadata);
+    CHECK(km.status().message() == "key blob: `data` has 0 bytes, shorter than its 16-byte tag");
+  }
+  SECTION("an argon2 type libargon2 does not know") {
+    b.argon2_type = 7;
+    const Result<Borg2KeyMaterial> km = DecryptBorg2Key(b, "test");
+    CHECK(km.status().code() == StatusCode::kUnsupported);
+    CHECK(km.status().message() == "key blob: unknown argon2_type 7");
+  }
+}
+
+TEST_CASE("borg2 keys: libargon2 error codes map to kCorruptMetadata, resource failures to kInternal",
+          "[borg2key]") {
+  Borg2EncryptedKey b;
+  b.argon2_time_cost = 3;
+  b.argon2_memory_cost_kib = 65536;
+  b.argon2_parallelism = 4;
+  b.salt.assign(16, 's');
+  const std::string params =
+      " (argon2_time_cost 3, argon2_memory_cost 65536 KiB, argon2_parallelism 4, salt 16 bytes)";
+  for (int rc : {int(ARGON2_MEMORY_TOO_LITTLE), int(ARGON2_TIME_TOO_SMALL), int(ARGON2_LANES_TOO_FEW),
+                 int(ARGON2_SALT_TOO_SHORT), int(ARGON2_INCORRECT_TYPE), int(ARGON2_THREADS_TOO_MANY)}) {
+    INFO(rc);
+    const Status s = TEST_Argon2FailureStatus(rc, b);
+    CHECK(s.code() == StatusCode::kCorruptMetadata);
+    CHECK(s.message().rfind("key blob: libargon2 refuses its parameters: ", 0) == 0);
+    CHECK(s.message().size() > params.size() + 45);
+    CHECK(s.message().substr(s.message().size() - params.size()) == params);
+  }
+  CHECK(TEST_Argon2FailureStatus(ARGON2_MEMORY_TOO_LITTLE, b).message() ==
+        "key blob: libargon2 refuses its parameters: Memory cost is too small" + params);
+  const Status oom = TEST_Argon2FailureStatus(ARGON2_MEMORY_ALLOCATION_ERROR, b);
+  CHECK(oom.code() == StatusCode::kInternal);
+  CHECK(oom.message() == "argon2 could not run: Memory allocation error" + params);
+  CHECK(TEST_Argon2FailureStatus(ARGON2_THREAD_FAIL, b).code() == StatusCode::kInternal);
 }
 
 TEST_CASE("borg2 keys: borg 1.x 'sha256' (PBKDF2) key blobs decrypt, crypt_key = enc_key || enc_hmac_key",

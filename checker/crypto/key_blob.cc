@@ -19,6 +19,7 @@
 #include <msgpack.hpp>
 
 #include "checker/base/msgpack_util.h"
+#include "checker/crypto/key_inner.h"
 
 namespace borgcheck::crypto {
 namespace {
@@ -92,21 +93,6 @@ Status CheckVersion(const msgpack::object& map, const char* what) {
 }
 
 // Reads raw field `name` whose length must be one of `len_a` / `len_b` into `out`.
-Status ReadKeyField(const msgpack::object& map, const char* name, size_t len_a, size_t len_b,
-                    SecureBytes& out) {
-  Bytes b;
-  if (!AsRaw(Find(map, name), b)) {
-    return Corrupt(std::string("decrypted key: `") + name + "` is missing or not a byte string");
-  }
-  if (b.size() != len_a && b.size() != len_b) {
-    return Corrupt(std::string("decrypted key: `") + name + "` has " + std::to_string(b.size()) +
-                   " bytes, expected " + std::to_string(len_a) +
-                   (len_b != len_a ? " or " + std::to_string(len_b) : std::string()));
-  }
-  out = SecureBytes(b);
-  return Status::Ok();
-}
-
 // AES-256-CTR with the initial counter block 00*16, as borg uses for the key blob.
 bool AesCtrZeroIv(Bytes key, Bytes in, uint8_t* out) {
   std::unique_ptr<EVP_CIPHER_CTX, decltype(&EVP_CIPHER_CTX_free)> ctx(EVP_CIPHER_CTX_new(),
@@ -142,19 +128,7 @@ Result<KeyMaterial> ParseInner(Bytes plain) {
   }
   km.repository_id.assign(reinterpret_cast<const char*>(repo_id.data()), repo_id.size());
 
-  // chunk_seed only matters to the chunker; check its type, keep nothing.
-  if (const msgpack::object* seed = Find(inner, "chunk_seed");
-      seed != nullptr && seed->type != msgpack::type::POSITIVE_INTEGER &&
-      seed->type != msgpack::type::NEGATIVE_INTEGER) {
-    return Corrupt("decrypted key: `chunk_seed` is not an integer");
-  }
-  // Keys older than borg 1.0.9 have no tam_required; borg then treats it as false.
-  if (const msgpack::object* tam = Find(inner, "tam_required"); tam != nullptr) {
-    if (tam->type != msgpack::type::BOOLEAN) {
-      return Corrupt("decrypted key: `tam_required` is not a boolean");
-    }
-    km.tam_required = tam->via.boolean;
-  }
+  if (Status s = ReadKeyFlags(inner, km.tam_required); !s.ok()) return s;
   return km;
 }
 

@@ -246,14 +246,7 @@ OpenResult ObjectOpener::Open(Bytes obj, ByteBuffer& scratch, Bytes& payload) {
   if (!im.Mac(obj.subspan(1 + kMacSize), mac)) {
     return {OpenOutcome::kBadEnvelope, "internal error: MAC computation failed"};
   }
-  bool authentic = CRYPTO_memcmp(mac, stored_mac.data(), kMacSize) == 0;
-#ifdef BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH
-  // FUZZING ONLY (the build refuses this option in Release): the MAC is still computed, so
-  // the fuzzer exercises that code, but its verdict is ignored so that mutated inputs reach
-  // the decompressors. This is the only place the object MAC check is bypassed.
-  authentic = true;
-#endif
-  if (!authentic) return {OpenOutcome::kBadMac, "MAC Authentication failed"};
+  if (!MacMatches(mac, stored_mac)) return {OpenOutcome::kBadMac, "MAC Authentication failed"};
 
   scratch.Resize(ct.size());
   if (!ct.empty() && !im.Decrypt(iv, ct, scratch.data())) {
@@ -261,6 +254,72 @@ OpenResult ObjectOpener::Open(Bytes obj, ByteBuffer& scratch, Bytes& payload) {
   }
   payload = Bytes(scratch.data(), ct.size());
   return {};
+}
+
+OpenResult ObjectOpener::OpenDeferringMac(Bytes obj, ByteBuffer& scratch, Bytes& payload, Bytes& mac_message,
+                                          Bytes& stored_mac) {
+  Impl& im = *impl_;
+  payload = mac_message = stored_mac = Bytes();
+  if (!im.status.ok()) {
+    return {OpenOutcome::kBadEnvelope, "internal error: " + im.status.message()};
+  }
+  if (obj.empty()) return {OpenOutcome::kBadEnvelope, "Object too short: 0 bytes, no TYPE byte"};
+  if (!AcceptsTypeByte(im.mode, obj[0])) {
+    return {OpenOutcome::kBadEnvelope,
+            IsAuthenticatedOnly(im.mode) ? "Invalid envelope" : "Invalid encryption envelope"};
+  }
+  if (!IsEncrypted(im.mode)) {
+    payload = obj.subspan(1);
+    return {};
+  }
+  if (obj.size() < kAesHeaderSize) {
+    return {OpenOutcome::kBadEnvelope, "Object too short: " + std::to_string(obj.size()) +
+                                           " bytes, the encryption envelope needs at least 41"};
+  }
+  stored_mac = obj.subspan(1, kMacSize);
+  mac_message = obj.subspan(1 + kMacSize);
+  const Bytes iv = obj.subspan(1 + kMacSize, kIvSize);
+  const Bytes ct = obj.subspan(kAesHeaderSize);
+  scratch.Resize(ct.size());
+  if (!ct.empty() && !im.Decrypt(iv, ct, scratch.data())) {
+    return {OpenOutcome::kBadEnvelope, "internal error: AES-256-CTR decryption failed"};
+  }
+  payload = Bytes(scratch.data(), ct.size());
+  return {};
+}
+
+bool MacMatches(const uint8_t computed[32], Bytes stored_mac) {
+  bool authentic = stored_mac.size() == kMacSize && CRYPTO_memcmp(computed, stored_mac.data(), kMacSize) == 0;
+#ifdef BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH
+  // FUZZING ONLY (the build refuses this option in Release): the MAC is still computed, so
+  // the fuzzer exercises that code, but its verdict is ignored so that mutated inputs reach
+  // the decompressors. This is the only place the object MAC check is bypassed (Open and the
+  // lanes' OpenDeferringMac callers both come here).
+  authentic = true;
+#endif
+  return authentic;
+}
+
+Result<Borg1LaneHashes> MakeBorg1LaneHashes(KeyMode mode, const KeyMaterial* key) {
+  if (Status s = ValidateKeyMaterial(mode, key); !s.ok()) return s;
+  Borg1LaneHashes h;
+  auto keyed = [&](const SecureBytes& k) -> Result<LaneHash> {
+    if (UsesBlake2(mode)) return LaneHash::Blake2b256(k.view());
+    return LaneHash::HmacSha256(k.view());
+  };
+  if (IsEncrypted(mode)) {
+    Result<LaneHash> mac = keyed(key->enc_hmac_key);
+    if (!mac.ok()) return mac.status();
+    h.mac = std::move(mac).value();
+  }
+  if (!NeedsKey(mode)) {
+    h.id = LaneHash::Sha256();
+  } else {
+    Result<LaneHash> id = keyed(key->id_key);
+    if (!id.ok()) return id.status();
+    h.id = std::move(id).value();
+  }
+  return h;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,10 +15,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "checker/base/bytes.h"
 #include "checker/base/status.h"
+#include "checker/crypto/hash_pipeline.h"
 #include "checker/crypto/key_blob.h"
 #include "checker/crypto/key_mode.h"
 
@@ -58,6 +60,16 @@ class ObjectOpener {
   // Requires external synchronisation (one opener per worker).
   OpenResult Open(Bytes obj, ByteBuffer& scratch, Bytes& payload);
 
+  // Open without the MAC, for hash lanes (hash_pipeline.h), which hash the MAC of one object
+  // beside the id of another: Open's envelope checks, then for the AES modes the payload
+  // decrypted into `scratch` before the MAC is known (AES-CTR: decrypting unauthenticated bytes
+  // reveals nothing and the decompressors take any input), with `mac_message` (IV || ciphertext)
+  // and `stored_mac` naming what the caller must check with MacMatches before it trusts the
+  // payload or reports anything after the MAC stage. Unencrypted modes: the payload views obj,
+  // both spans are empty. Requires external synchronisation.
+  OpenResult OpenDeferringMac(Bytes obj, ByteBuffer& scratch, Bytes& payload, Bytes& mac_message,
+                              Bytes& stored_mac);
+
   const Status& status() const;
 
  private:
@@ -86,5 +98,20 @@ class IdHasher {
 
 // Constant-time in the contents; different lengths compare unequal at once (lengths are public).
 bool ConstantTimeEqual(Bytes a, Bytes b);
+
+// Whether a MAC computed over OpenDeferringMac's mac_message equals its stored_mac (constant
+// time; in the fuzz build, BORGCHECK_FUZZING_UNSAFE_SKIP_AUTH, always true, as in Open).
+bool MacMatches(const uint8_t computed[32], Bytes stored_mac);
+
+// The hash functions of a borg 1.x key as hash lanes compute them: made once per run from the
+// loaded key and shared, const, by every worker's verifier. `mac`: the AES modes' MAC
+// (HMAC-SHA256 under enc_hmac_key, or BLAKE2b-256(enc_hmac_key || m)); `id`: SHA-256 (none),
+// HMAC-SHA256 under id_key, or BLAKE2b-256(id_key || m). ValidateKeyMaterial's verdict, or
+// kInternal from OpenSSL.
+struct Borg1LaneHashes {
+  std::optional<LaneHash> mac;
+  std::optional<LaneHash> id;
+};
+Result<Borg1LaneHashes> MakeBorg1LaneHashes(KeyMode mode, const KeyMaterial* key);
 
 }  // namespace borgcheck::crypto

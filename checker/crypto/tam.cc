@@ -27,8 +27,7 @@ namespace borgcheck::crypto {
 namespace {
 
 constexpr std::string_view kTamType = "HKDF_HMAC_SHA512";
-constexpr std::string_view kManifestInfo = "borg-metadata-authentication-manifest";
-constexpr std::string_view kManifestContext = "manifest";
+constexpr std::string_view kInfoPrefix = "borg-metadata-authentication-";
 constexpr size_t kTamFieldSize = 64;
 constexpr size_t kMsgpackMaxDepth = 64;
 
@@ -59,57 +58,71 @@ bool HkdfSha512(Bytes ikm, Bytes salt, std::string_view info, uint8_t out[64]) {
 }  // namespace
 
 TamResult VerifyManifestTam(Bytes manifest_plaintext, KeyMode mode, const KeyMaterial* key) {
+  if (!NeedsKey(mode)) return VerifyManifestTamWithIkm(manifest_plaintext, std::nullopt);
+  if (key == nullptr) return Malformed("internal error: no key given for a keyed mode");
+  SecureBytes ikm(key->id_key.view());
+  ikm.Append(key->enc_key.view());
+  ikm.Append(key->enc_hmac_key.view());
+  return VerifyManifestTamWithIkm(manifest_plaintext, ikm.view());
+}
+
+TamResult VerifyManifestTamWithIkm(Bytes manifest_plaintext, std::optional<Bytes> ikm) {
+  return VerifyTamWithIkm(manifest_plaintext, ikm, "manifest");
+}
+
+TamResult VerifyTamWithIkm(Bytes manifest_plaintext, std::optional<Bytes> ikm, std::string_view context) {
+  // The messages name the object: "manifest TAM ...", "archive TAM ...".
+  const std::string what(context);
+  std::string title = what;
+  if (!title.empty()) title[0] = char(title[0] - 'a' + 'A');
   // 1. Parse. Trailing bytes after the map are ignored, as borg's Unpacker does; the HMAC
   //    covers them anyway.
   //    Byte strings are referenced in place: step 2 relies on the hmac's pointer.
   msgpack::object_handle oh;
   std::string err;
   if (!msgpack_util::UnpackPrefix(manifest_plaintext, kMsgpackMaxDepth, oh, err)) {
-    return Malformed("manifest is not valid msgpack (" + err + ")");
+    return Malformed(what + " is not valid msgpack (" + err + ")");
   }
   const msgpack::object& manifest = oh.get();
-  if (manifest.type != msgpack::type::MAP) return Malformed("manifest is not a msgpack map");
+  if (manifest.type != msgpack::type::MAP) return Malformed(what + " is not a msgpack map");
   const msgpack::object* tam = Find(manifest, "tam");
-  if (tam == nullptr) return {TamOutcome::kAbsent, "manifest has no TAM"};
-  if (tam->type != msgpack::type::MAP) return Malformed("manifest TAM is not a map");
+  if (tam == nullptr) return {TamOutcome::kAbsent, what + " has no TAM"};
+  if (tam->type != msgpack::type::MAP) return Malformed(what + " TAM is not a map");
   Bytes type, salt, hmac;
-  if (!AsRaw(Find(*tam, "type"), type)) return Malformed("manifest TAM has no type");
+  if (!AsRaw(Find(*tam, "type"), type)) return Malformed(what + " TAM has no type");
   if (std::string_view(reinterpret_cast<const char*>(type.data()), type.size()) != kTamType) {
-    return Malformed("manifest TAM type is not HKDF_HMAC_SHA512");
+    return Malformed(what + " TAM type is not HKDF_HMAC_SHA512");
   }
   if (!AsRaw(Find(*tam, "salt"), salt) || salt.size() != kTamFieldSize) {
-    return Malformed("manifest TAM salt is missing or not 64 bytes");
+    return Malformed(what + " TAM salt is missing or not 64 bytes");
   }
   if (!AsRaw(Find(*tam, "hmac"), hmac) || hmac.size() != kTamFieldSize) {
-    return Malformed("manifest TAM hmac is missing or not 64 bytes");
+    return Malformed(what + " TAM hmac is missing or not 64 bytes");
   }
 
   // 2. Where the hmac sits in the plaintext (see the outline above).
   const uint8_t* begin = manifest_plaintext.data();
   const uint8_t* end = begin + manifest_plaintext.size();
   if (hmac.data() < begin || hmac.data() + kTamFieldSize > end) {
-    return Malformed("manifest TAM hmac does not lie in the manifest bytes");  // cannot happen
+    return Malformed(what + " TAM hmac does not lie in the " + what + " bytes");  // cannot happen
   }
   const size_t offset = static_cast<size_t>(hmac.data() - begin);
   const uint8_t* first = std::search(begin, end, hmac.begin(), hmac.end());
   const uint8_t* again = std::search(begin + offset + 1, end, hmac.begin(), hmac.end());
   if (first != hmac.data() || again != end) {
-    return Malformed("manifest TAM hmac bytes occur more than once in the manifest");
+    return Malformed(what + " TAM hmac bytes occur more than once in the " + what);
   }
 
   // 3. Key, zeroed copy, HMAC-SHA512.
   SecureBytes tam_key;
-  if (!NeedsKey(mode)) {
-    // Mode none has no secret: borg uses salt || "manifest" as the key.
+  if (!ikm) {
+    // Mode none has no secret: borg uses salt || context ("manifest", "archive") as the key.
     tam_key = SecureBytes(salt);
-    tam_key.Append(AsBytes(kManifestContext));
+    tam_key.Append(AsBytes(context));
   } else {
-    if (key == nullptr) return Malformed("internal error: no key given for a keyed mode");
-    SecureBytes ikm(key->id_key.view());
-    ikm.Append(key->enc_key.view());
-    ikm.Append(key->enc_hmac_key.view());
     tam_key = SecureBytes(size_t{64});
-    if (!HkdfSha512(ikm.view(), salt, kManifestInfo, tam_key.data())) {
+    const std::string info = std::string(kInfoPrefix) + what;
+    if (!HkdfSha512(*ikm, salt, info, tam_key.data())) {
       return Malformed("internal error: HKDF-SHA512 failed in OpenSSL");
     }
   }
@@ -123,7 +136,7 @@ TamResult VerifyManifestTam(Bytes manifest_plaintext, KeyMode mode, const KeyMat
     return Malformed("internal error: HMAC-SHA512 failed in OpenSSL");
   }
   if (CRYPTO_memcmp(mac, hmac.data(), sizeof(mac)) != 0) {
-    return {TamOutcome::kMismatch, "Manifest authentication did not verify"};
+    return {TamOutcome::kMismatch, title + " authentication did not verify"};
   }
   return {TamOutcome::kVerified, ""};
 }

@@ -6,10 +6,13 @@
 // "borg-metadata-authentication-manifest", L = 64) (mode none: tam_key = salt||"manifest"),
 // and compare HMAC-SHA512(tam_key, copy) with hmac in constant time.
 //
-// Thread contract: a pure function; called once per run for the one manifest.
+// Thread contract: pure functions; safe for concurrent use (the archive pass verifies archive
+// TAMs on pool workers).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 
 #include "checker/base/bytes.h"
 #include "checker/crypto/key_blob.h"
@@ -31,5 +34,15 @@ struct TamResult {
 
 // key may be null only for KeyMode::kNone.
 TamResult VerifyManifestTam(Bytes manifest_plaintext, KeyMode mode, const KeyMaterial* key);
+
+// The same with the HKDF input keying material given directly (borg 1.x: id_key || enc_key ||
+// enc_hmac_key; borg 2: id_key || crypt_key); nullopt for an unkeyed mode.
+TamResult VerifyManifestTamWithIkm(Bytes manifest_plaintext, std::optional<Bytes> ikm);
+
+// The same construction for another metadata object: `context` "manifest" or "archive" (borg's
+// pack_and_authenticate_metadata: HKDF info "borg-metadata-authentication-<context>", mode none
+// key salt || context). Messages name the object ("archive TAM ...", "Archive authentication
+// did not verify").
+TamResult VerifyTamWithIkm(Bytes plaintext, std::optional<Bytes> ikm, std::string_view context);
 
 }  // namespace borgcheck::crypto

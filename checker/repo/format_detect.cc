@@ -1,30 +1,29 @@
 #include "checker/repo/format_detect.h"
 
 #include <cctype>
-#include <filesystem>
 
-#include "checker/repo/config.h"
-#include "checker/repo/file.h"
+#include "checker/repo/segment_log/segment_files.h"
 
 namespace borgcheck::repo {
-namespace fs = std::filesystem;
 
-Result<DetectedFormat> DetectFormat(const std::string& path) {
-  std::error_code ec;
-  fs::file_status st = fs::status(path, ec);
-  if (ec || !fs::exists(st)) {
-    return Status(StatusCode::kNotFound, "repository " + path + " does not exist");
+Result<DetectedFormat> DetectFormat(const io::Env& env, const std::string& path) {
+  Result<io::FileStat> st = env.Stat(path);
+  if (!st.ok()) {
+    if (st.status().code() == StatusCode::kNotFound) {
+      return Status(StatusCode::kNotFound, "repository " + path + " does not exist");
+    }
+    return st.status();
   }
   const std::string expected =
       " (expected a borg repository: a directory with an INI 'config' file and data/ segment "
       "files (borg 1.x, 2.0 betas up to b9), or a borgstore layout with config/version and "
       "packs/ (borg 2 master))";
-  if (!fs::is_directory(st)) {
+  if (st->type != io::EntryType::kDirectory) {
     return Status(StatusCode::kNotARepository, path + " is not a borg repository: not a directory" + expected);
   }
-  fs::path cfg = fs::path(path) / "config";
-  if (fs::is_directory(cfg, ec)) {
-    Result<std::string> v = ReadWholeFile((cfg / "version").string(), 64);
+  const std::string cfg = path + "/config";
+  if (Result<io::FileStat> c = env.Stat(cfg); c.ok() && c->type == io::EntryType::kDirectory) {
+    Result<std::string> v = env.ReadWholeFile(cfg + "/version", 64);
     if (!v.ok()) {
       return Status(StatusCode::kNotARepository,
                     path + " is not a borg repository: config/ has no readable 'version' file" + expected);
@@ -37,7 +36,7 @@ Result<DetectedFormat> DetectFormat(const std::string& path) {
                   "unsupported repository version " + text + " at " + path +
                       " (borgcheck knows borgstore versions 3 and 4)");
   }
-  Result<std::string> text = ReadWholeFile(cfg.string(), 1 << 20);
+  Result<std::string> text = env.ReadWholeFile(cfg, 1 << 20);
   if (!text.ok()) {
     if (text.status().code() == StatusCode::kNotFound) {
       return Status(StatusCode::kNotARepository, path + " is not a borg repository: it has no 'config'" + expected);

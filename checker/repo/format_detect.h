@@ -11,6 +11,7 @@
 #include <string>
 
 #include "checker/base/status.h"
+#include "checker/io/env.h"
 
 namespace borgcheck::repo {
 
@@ -23,6 +24,6 @@ struct DetectedFormat {
 
 // kNotFound: no such path; kNotARepository: exists but is none of the above (the message
 // says what was expected); kUnsupported: a borg repository of an unknown version.
-Result<DetectedFormat> DetectFormat(const std::string& path);
+Result<DetectedFormat> DetectFormat(const io::Env& env, const std::string& path);
 
 }  // namespace borgcheck::repo

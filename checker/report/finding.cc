@@ -19,6 +19,10 @@ std::string_view StageName(Stage s) {
     case Stage::kTruncated: return "truncated";
     case Stage::kIndex: return "index";
     case Stage::kSegment: return "segment";
+    case Stage::kReference: return "reference";
+    case Stage::kArchive: return "archive";
+    case Stage::kIo: return "io";
+    case Stage::kKey: return "key";
   }
   return "unknown";
 }
@@ -33,6 +37,19 @@ std::string_view RereadName(Reread r) {
     case Reread::kPassed: return "passed";
   }
   return "unknown";
+}
+
+Finding MakeFinding(Severity severity, Stage stage, const Location& where, const ChunkId* id,
+                    std::string message) {
+  Finding f;
+  f.severity = severity;
+  f.stage = stage;
+  if (id) f.chunk_id = *id;
+  f.segment = where.segment;
+  f.location = where.item;
+  f.offset = where.offset;
+  f.message = std::move(message);
+  return f;
 }
 
 std::string ChunkIdHex(const ChunkId& id) { return ToHex(Bytes(id.data(), id.size())); }

@@ -14,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace borgcheck::report {
@@ -31,8 +32,19 @@ enum class Stage {
   kTruncated,       // "truncated": a committed segment ends early / entry header unreadable
   kIndex,           // "index": index.N disagrees with the log, or fails its integrity file
   kSegment,         // "segment": segment-level notes: uncommitted data, stray bytes, bad magic
+  // The archive pass (engine/archive_pass.h), appended so that the order above is unchanged:
+  kReference,       // "reference": an archive references an object the repository does not
+                    // have; objects nothing references (orphans)
+  kArchive,         // "archive": archive metadata that verified but does not decode or is
+                    // inconsistent (archive object, item_ptrs, item metadata stream, items)
+  // Could not check (docs/exit-codes.md: exit 2 unless there is damage as well):
+  kIo,              // "io": a file that exists could not be read (EACCES, EIO, a short read);
+                    // the message carries the errno text. Never "damaged", never "missing"
+  kKey,             // "key": the key could not be loaded (no key, wrong passphrase, mode not
+                    // known), reported when the keyless check found damage; or the key does
+                    // not match the repository's config (its repository id)
 };
-inline constexpr int kStageCount = 9;
+inline constexpr int kStageCount = 13;
 std::string_view StageName(Stage s);
 
 enum class Severity { kWarning, kError };
@@ -47,6 +59,51 @@ enum class Reread {
 };
 std::string_view RereadName(Reread r);
 
+// Where a finding is: a segment (borg 1.x, 2.0.0b5) or a named item (a pack "pack <hex>", a
+// store item "index/<hex>", "config/manifest", a key file path), and optionally an offset in it.
+// The one way findings are located; Finding keeps the three parts (they are the JSON contract).
+struct Location {
+  std::optional<uint32_t> segment;
+  std::string item;
+  std::optional<uint64_t> offset;
+
+  static Location Segment(uint32_t n, std::optional<uint64_t> offset = std::nullopt) {
+    return Location{n, {}, offset};
+  }
+  static Location Item(std::string name, std::optional<uint64_t> offset = std::nullopt) {
+    return Location{std::nullopt, std::move(name), offset};
+  }
+  static Location None() { return Location{}; }
+  // The same unit at another offset.
+  Location At(std::optional<uint64_t> off) const { return Location{segment, item, off}; }
+};
+
+// One use of a bad or missing chunk by an archive the archive pass walked: "archive A, path P,
+// bytes [begin, end)" for file content, or the archive's own metadata (its archive object, an
+// item_ptrs chunk, an item metadata chunk) with how far the archive could be read.
+struct AffectedUse {
+  std::string archive;  // the archive's name (bytes as stored)
+  ChunkId archive_id{};
+  // "chunks" (the file's content), "chunks_healthy" (the original list a borg 1.x/2.0.0b5
+  // `check --repair` kept when it put all-zero chunks into `chunks`), "hardlink" (a borg 1.x
+  // hard link whose content is its master's, `via`), "archive" (the archive object),
+  // "item_ptrs" (a chunk of the archive's item_ptrs list), "items" (an item metadata chunk)
+  std::string use;
+  std::optional<std::string> path;     // file uses
+  std::optional<uint64_t> begin;       // file uses: byte range in the file; "items": the
+  std::optional<uint64_t> end;         // stream offset the chunk starts at (end unknown: null)
+  std::optional<std::string> via;      // "hardlink": the master's path
+  std::optional<uint64_t> items_read;  // metadata uses: items of the archive decoded before it
+};
+
+// Every use of one chunk by the walked archives: the first kMaxAffectedUses of them, in archive
+// then stream order, and the exact total.
+inline constexpr size_t kMaxAffectedUses = 1000;
+struct Affected {
+  std::vector<AffectedUse> uses;
+  uint64_t total = 0;
+};
+
 struct Finding {
   Severity severity = Severity::kError;
   Stage stage = Stage::kSegment;
@@ -59,7 +116,17 @@ struct Finding {
   std::string location;
   std::string message;
   Reread reread = Reread::kNotReread;
+  // Set by the archive pass for a bad or missing chunk (the uses of the walked archives; empty
+  // when none of them uses it); absent when the archives were not walked.
+  std::optional<Affected> affected;
+  // What the user can do next, where that is true for borg (set by the archive pass); "" none.
+  std::string advice;
 };
+
+// The one finding builder: against chunk `id` when it is not null. Messages never repeat the
+// chunk id or the location (the views add both).
+Finding MakeFinding(Severity severity, Stage stage, const Location& where, const ChunkId* id,
+                    std::string message);
 
 // "[segment N, offset M]" as borg writes locations; "[pack <hex>, offset M]" (or any other
 // `location`) for findings without a segment; empty when the finding has neither.

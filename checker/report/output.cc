@@ -1,99 +1,109 @@
 #include "checker/report/output.h"
 
-#include <cmath>
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "checker/report/exit_codes.h"
+#include "checker/report/progress_line.h"
 
 namespace borgcheck::report {
 namespace {
 
-std::string Rate(uint64_t bytes, double s) {
-  return s > 0 ? FormatBytes(uint64_t(double(bytes) / s)) + "/s" : "-";
-}
-
 class TextReporter final : public Reporter {
  public:
-  TextReporter(FILE* out, FILE* err, bool quiet) : out_(out), err_(err), quiet_(quiet) {}
+  TextReporter(OutputStream& out, OutputStream& err, const TextOptions& options)
+      : out_(out), err_(err), options_(options) {}
 
   void PrintFindings(const std::vector<Finding>& sorted) override {
-    for (const Finding& f : sorted) {
-      std::string line = fmt::format("{}: {}", SeverityName(f.severity), StageName(f.stage));
-      if (f.chunk_id) line += " chunk " + ChunkIdHex(*f.chunk_id);
-      std::string loc = LocationSuffix(f);
-      if (!loc.empty()) line += " " + loc;
-      line += ": " + f.message;
-      if (f.reread != Reread::kNotReread) line += fmt::format(" (second read: {})", RereadName(f.reread));
-      fmt::print(out_, "{}\n", line);
-    }
-    std::fflush(out_);
+    out_.Write(FormatFindings(sorted));
+    out_.Flush();
   }
 
   void PrintSummary(const RunSummary& s, int exit_code) override {
-    if (quiet_) return;
-    for (const std::string& n : s.notes) fmt::print(out_, "note: {}\n", n);
-    // borg 2 master keeps objects in packs and has no transactions: `segments` counts packs.
-    std::string where = s.format == "borgstore-v4"
-                            ? fmt::format("{} packs ({})", s.segments, s.live_list_source)
-                            : fmt::format("{} segments, transaction {} ({})", s.segments,
-                                          s.transaction, s.live_list_source);
-    fmt::print(out_,
-               "{} {}: {} of {} objects verified ({} stored, {} plaintext) in {}, "
-               "{} errors, {} warnings, {:.2f}s, {}, {} threads: {}\n",
-               s.verify_data ? "verify-data" : "repository check (keyless)",
-               s.mode.empty() ? s.format : s.format + " " + s.mode, s.objects_verified,
-               s.objects_total, FormatBytes(s.stored_bytes), FormatBytes(s.plaintext_bytes),
-               where, s.errors, s.warnings, s.elapsed_s,
-               Rate(s.bytes_read, s.elapsed_s), s.threads, VerdictName(exit_code));
-    std::fflush(out_);
+    if (options_.verbosity == Verbosity::kQuiet) return;
+    if (options_.verbosity == Verbosity::kVerbose) out_.Write(FormatVerboseLines(s));
+    out_.Write(FormatSummaryLine(s, exit_code));
+    out_.Write(FormatCoverageLine(s));
+    out_.Flush();
   }
 
   void PrintError(const Status& status, int /*exit_code*/) override {
-    fmt::print(err_, "borgcheck: {}\n", status.message());
-    std::fflush(err_);
+    err_.Write("borgcheck: " + status.message() + "\n");
+    err_.Flush();
   }
 
   void PrintProgress(const Progress& p, bool final) override {
-    if (final) {
-      fmt::print(err_, "\r\033[K");
-      std::fflush(err_);
+    if (err_.broken()) return;  // stderr is gone: progress goes quiet, the run goes on
+    window_.Add(p.elapsed_s, p.bytes_done);
+    if (!options_.progress_on_terminal) {
+      // A log gets one plain line every interval (none for a run shorter than that) and no
+      // final one: the summary line follows.
+      if (final || p.elapsed_s - last_plain_s_ < options_.progress_interval_s) return;
+      last_plain_s_ = p.elapsed_s;
+      err_.Write(PlainProgressLine(p, window_.Rate()) + "\n");
+      err_.Flush();
       return;
     }
-    double pct = p.bytes_total ? 100.0 * double(p.bytes_done) / double(p.bytes_total) : 100.0;
-    double rate = p.elapsed_s > 0 ? double(p.bytes_done) / p.elapsed_s : 0;
-    std::string eta = "-";
-    if (rate > 0 && p.bytes_total >= p.bytes_done) {
-      uint64_t secs = uint64_t(double(p.bytes_total - p.bytes_done) / rate);
-      eta = fmt::format("{}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+    if (final) {
+      err_.Write("\r\033[K");
+      err_.Flush();
+      return;
     }
-    fmt::print(err_, "\r\033[K{:5.1f}% {} of {}, {}/s, ETA {}", pct, FormatBytes(p.bytes_done),
-               FormatBytes(p.bytes_total), FormatBytes(uint64_t(rate)), eta);
-    std::fflush(err_);
+    if (TakeTerminalResized() || columns_ == 0) columns_ = TerminalColumns(err_.fd()).value_or(80);
+    err_.Write("\r\033[K" + TerminalProgressLine(p, window_.Rate(), columns_));
+    err_.Flush();
   }
 
  private:
-  FILE* out_;
-  FILE* err_;
-  bool quiet_;
+  OutputStream& out_;
+  OutputStream& err_;
+  const TextOptions options_;
+  RateWindow window_;
+  size_t columns_ = 0;       // 0: not read yet
+  double last_plain_s_ = 0;  // elapsed time of the last plain line (0: the run's start)
 };
 
 nlohmann::json Optional(const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+nlohmann::json OptionalText(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
+nlohmann::json OptionalTime(double unix_s) {
+  return unix_s > 0 ? nlohmann::json(FormatRfc3339(unix_s)) : nlohmann::json(nullptr);
+}
 
 class JsonReporter final : public Reporter {
  public:
-  explicit JsonReporter(FILE* out) : out_(out) {}
+  explicit JsonReporter(OutputStream& out) : out_(out) {}
 
   void Emit(const nlohmann::json& j) {
-    fmt::print(out_, "{}\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    std::fflush(out_);
+    out_.Write(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+    out_.Flush();
+  }
+
+  static nlohmann::json AffectedJson(const Finding& f) {
+    if (!f.affected) return nullptr;
+    nlohmann::json uses = nlohmann::json::array();
+    for (const AffectedUse& u : f.affected->uses) {
+      uses.push_back({{"archive", u.archive},
+                      {"archive_id", ChunkIdHex(u.archive_id)},
+                      {"use", u.use},
+                      {"path", Optional(u.path)},
+                      {"begin", Optional(u.begin)},
+                      {"end", Optional(u.end)},
+                      {"via", Optional(u.via)},
+                      {"items_read", Optional(u.items_read)}});
+    }
+    return uses;
   }
 
   void PrintFindings(const std::vector<Finding>& sorted) override {
     for (const Finding& f : sorted) {
+      if (out_.broken()) return;
       Emit({{"type", "finding"},
+            {"affected", AffectedJson(f)},
+            {"affected_total", f.affected ? nlohmann::json(f.affected->total) : nlohmann::json(nullptr)},
+            {"advice", OptionalText(f.advice)},
             {"severity", SeverityName(f.severity)},
             {"stage", StageName(f.stage)},
             {"chunk_id", f.chunk_id ? nlohmann::json(ChunkIdHex(*f.chunk_id)) : nlohmann::json(nullptr)},
@@ -108,10 +118,35 @@ class JsonReporter final : public Reporter {
   void PrintSummary(const RunSummary& s, int exit_code) override {
     nlohmann::json by_stage = nlohmann::json::object();
     for (int i = 0; i < kStageCount; ++i) by_stage[std::string(StageName(Stage(i)))] = s.findings_by_stage[i];
+    nlohmann::json coverage = nullptr;
+    if (s.has_coverage) {
+      const RunSummary::Coverage& c = s.coverage;
+      const double oldest_age = c.oldest_verified_at > 0 && s.finished_at > 0
+                                    ? std::max(0.0, s.finished_at - c.oldest_verified_at) : -1;
+      coverage = {{"ratio", c.ratio},
+                  {"max_age_s", c.max_age_s > 0 ? nlohmann::json(c.max_age_s) : nlohmann::json(nullptr)},
+                  {"units_verified", c.units_verified},
+                  {"units_never_verified", c.units_never_verified},
+                  {"full_verification_at", OptionalTime(c.full_verification_at)},
+                  {"oldest_unit_verified_at", OptionalTime(c.oldest_verified_at)},
+                  {"oldest_unit_age_s", oldest_age >= 0 ? nlohmann::json(oldest_age) : nlohmann::json(nullptr)},
+                  {"state_file", OptionalText(c.state_file)}};
+    }
     Emit({{"type", "summary"},
+          {"complete", s.complete},
+          {"stopped", OptionalText(s.stopped)},
+          {"subset", OptionalText(s.subset)},
+          {"sample_fraction", s.sample_fraction > 0 ? nlohmann::json(s.sample_fraction) : nlohmann::json(nullptr)},
+          {"sample_seed", s.sample_fraction > 0 ? nlohmann::json(s.sample_seed) : nlohmann::json(nullptr)},
+          {"bytes_total", s.bytes_total},
+          {"bytes_skipped", s.bytes_skipped},
+          {"units_total", s.units_total},
+          {"units_not_due", s.units_not_due},
+          {"coverage", coverage},
           {"repository", s.repository},
+          {"repository_id", OptionalText(s.repository_id)},
           {"format", s.format},
-          {"mode", s.mode.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.mode)},
+          {"mode", OptionalText(s.mode)},
           {"verify_data", s.verify_data},
           {"transaction", s.transaction},
           {"live_list_source", s.live_list_source},
@@ -122,13 +157,19 @@ class JsonReporter final : public Reporter {
           {"plaintext_bytes", s.plaintext_bytes},
           {"bytes_read", s.bytes_read},
           {"errors", s.errors},
+          {"io_errors", s.io_errors},
           {"warnings", s.warnings},
           {"findings_by_stage", by_stage},
           {"elapsed_s", s.elapsed_s},
           {"throughput_bytes_per_s", s.elapsed_s > 0 ? double(s.bytes_read) / s.elapsed_s : 0.0},
           {"threads", s.threads},
           {"notes", s.notes},
-          {"verdict", VerdictName(exit_code)},
+          {"archives_total", Optional(s.archives_total)},
+          {"archives_checked", Optional(s.archives_checked)},
+          {"version", OptionalText(s.version)},
+          {"started_at", OptionalTime(s.started_at)},
+          {"finished_at", OptionalTime(s.finished_at)},
+          {"verdict", s.skipped ? std::string("skipped") : VerdictName(s, exit_code)},
           {"exit_code", exit_code}});
   }
 
@@ -140,46 +181,46 @@ class JsonReporter final : public Reporter {
   }
 
   void PrintProgress(const Progress& p, bool final) override {
+    if (out_.broken()) return;
+    window_.Add(p.elapsed_s, p.bytes_done);
     double rate = p.elapsed_s > 0 ? double(p.bytes_done) / p.elapsed_s : 0;
-    nlohmann::json eta = nullptr;
-    if (rate > 0 && p.bytes_total >= p.bytes_done) eta = double(p.bytes_total - p.bytes_done) / rate;
+    std::optional<double> eta = EtaSeconds(p, window_.Rate());
+    if (final && p.bytes_done >= p.bytes_total) eta = 0.0;
     Emit({{"type", "progress"},
           {"bytes_done", p.bytes_done},
           {"bytes_total", p.bytes_total},
           {"objects_done", p.objects_done},
           {"objects_total", p.objects_total},
           {"rate_bytes_per_s", rate},
-          {"eta_s", eta},
+          {"eta_s", Optional(eta)},
           {"elapsed_s", p.elapsed_s},
           {"final", final}});
   }
 
  private:
-  FILE* out_;
+  OutputStream& out_;
+  RateWindow window_;
 };
 
 }  // namespace
 
-std::unique_ptr<Reporter> MakeTextReporter(FILE* out, FILE* err, bool quiet) {
-  return std::make_unique<TextReporter>(out, err, quiet);
+std::unique_ptr<Reporter> MakeTextReporter(OutputStream& out, OutputStream& err, const TextOptions& options) {
+  return std::make_unique<TextReporter>(out, err, options);
 }
-std::unique_ptr<Reporter> MakeJsonReporter(FILE* out) { return std::make_unique<JsonReporter>(out); }
+std::unique_ptr<Reporter> MakeJsonReporter(OutputStream& out) { return std::make_unique<JsonReporter>(out); }
 
 std::string VerdictName(int exit_code) {
   switch (exit_code) {
     case kExitOk: return "ok";
     case kExitWarnings: return "warnings";
     case kExitIntegrityErrors: return "integrity-errors";
-    default: return "could-not-run";
+    default: return exit_code > kExitSignalBase && exit_code < kExitSignalBase + 65 ? "interrupted" : "could-not-run";
   }
 }
 
-std::string FormatBytes(uint64_t n) {
-  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = double(n);
-  int u = 0;
-  while (v >= 1024 && u < 5) { v /= 1024; ++u; }
-  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
+std::string VerdictName(const RunSummary& s, int exit_code) {
+  if (exit_code == kExitCouldNotRun && s.io_errors) return "could-not-check";
+  return VerdictName(exit_code);
 }
 
 }  // namespace borgcheck::report

@@ -1,23 +1,9 @@
-// The validated options of one check run: all the rest of the code sees of the command line
-// (the CLI parses raw flags, then builds this; see checker/cli/).
-//
-// Thread contract: a value; const once the run starts.
+// The validated options the CLI builds (engine/check_options.h), under the name the CLI uses.
 #pragma once
 
-#include <string>
+#include "checker/engine/check_options.h"
 
 namespace borgcheck::run {
-
-enum class ProgressMode { kAuto, kAlways, kNever };
-
-struct CheckOptions {
-  std::string repository;       // path (from the argument or BORG_REPO)
-  bool verify_data = false;     // false: keyless repository-layer check
-  unsigned threads = 1;         // >= 1
-  bool json = false;            // JSON Lines on stdout
-  ProgressMode progress = ProgressMode::kAuto;
-  bool quiet = false;
-  bool bypass_lock = false;
-};
-
+using engine::CheckOptions;
+using engine::ProgressMode;
 }  // namespace borgcheck::run

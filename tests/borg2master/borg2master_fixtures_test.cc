@@ -11,20 +11,22 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <msgpack.hpp>
 #include <sstream>
 
+#include "checker/io/fault_env.h"
 #include "checker/crypto/borg2_key.h"
 #include "checker/crypto/borg2master_crypto.h"
 #include "checker/crypto/key_blob.h"
 #include "checker/crypto/tagged_envelope.h"
-#include "checker/repo/borghash_index.h"
-#include "checker/repo/borgstore.h"
-#include "checker/repo/file.h"
-#include "checker/run/borg2master_object.h"
+#include "checker/repo/borgstore/borgstore_index.h"
+#include "checker/repo/borgstore/borgstore_layout.h"
+#include "checker/io/env.h"
+#include "checker/repo/borgstore/borgstore_verifier.h"
 #include "tests/test_support.h"
 
 namespace borgcheck::testing {
@@ -40,7 +42,7 @@ std::string Master() { return SharedDir() + "/fixtures/borg2master"; }
 std::string Hex(const ChunkId& id) { return ToHex(Bytes(id.data(), id.size())); }
 
 std::string ReadFile(const std::string& path) {
-  Result<std::string> r = repo::ReadWholeFile(path, 1ull << 30);
+  Result<std::string> r = io::Env::Default().ReadWholeFile(path, 1ull << 30);
   REQUIRE(r.ok());
   return *r;
 }
@@ -113,7 +115,7 @@ class MasterCopy : public RepoCopy {
   using RepoCopy::RepoCopy;
 
   repo::BorgstoreLayout Layout() const {
-    Result<repo::BorgstoreLayout> l = repo::ReadBorgstoreLayout(path(), {});
+    Result<repo::BorgstoreLayout> l = repo::ReadBorgstoreLayout(io::Env::Default(), path(), {});
     REQUIRE(l.ok());
     return *l;
   }
@@ -172,7 +174,7 @@ struct Located {
   repo::ChunkIndexEntry entry;
 };
 Located Locate(const repo::BorgstoreLayout& l, const std::string& chunk_hex) {
-  repo::LoadedChunkIndex idx = repo::LoadChunkIndex(l);
+  repo::LoadedChunkIndex idx = repo::LoadChunkIndex(io::Env::Default(), l);
   ChunkId id;
   REQUIRE(repo::ParseHexName(chunk_hex, &id));
   const repo::IndexedChunk* c = idx.Find(id);
@@ -182,7 +184,7 @@ Located Locate(const repo::BorgstoreLayout& l, const std::string& chunk_hex) {
 
 // The smallest pack with exactly one object (an archive's "A" object).
 Located SmallPack(const repo::BorgstoreLayout& l) {
-  repo::LoadedChunkIndex idx = repo::LoadChunkIndex(l);
+  repo::LoadedChunkIndex idx = repo::LoadChunkIndex(io::Env::Default(), l);
   std::optional<Located> best;
   for (const repo::PackFile& p : l.packs) {
     std::vector<repo::IndexedChunk> entries = idx.EntriesOfPack(p.id);
@@ -195,7 +197,7 @@ Located SmallPack(const repo::BorgstoreLayout& l) {
   return *best;
 }
 ChunkId OnlyChunkOf(const repo::BorgstoreLayout& l, const std::string& pack_hex) {
-  repo::LoadedChunkIndex idx = repo::LoadChunkIndex(l);
+  repo::LoadedChunkIndex idx = repo::LoadChunkIndex(io::Env::Default(), l);
   ChunkId pid;
   REQUIRE(repo::ParseHexName(pack_hex, &pid));
   std::vector<repo::IndexedChunk> entries = idx.EntriesOfPack(pid);
@@ -250,9 +252,7 @@ TEST_CASE("borg2master: the bit flip fixture, finding by finding", "[borg2master
   CHECK(chunk.stage == Stage::kAuthentication);
   CHECK(report::ChunkIdHex(*chunk.chunk_id) == "3dae7f7548fbac67caf1bc6d3214f147f0552fb79d3a4c3e9f032ba18546290d");
   CHECK(report::LocationSuffix(chunk) == "[pack " + pack + ", offset 1295867]");
-  CHECK(chunk.message ==
-        "Chunk 3dae7f7548fbac67caf1bc6d3214f147f0552fb79d3a4c3e9f032ba18546290d: Could not decrypt "
-        "[Authentication / EVP_DecryptFinal_ex failed]");
+  CHECK(chunk.message == "Could not decrypt [Authentication / EVP_DecryptFinal_ex failed]");
   CHECK(chunk.reread == Reread::kAgreed);
   const Finding& p = o.findings[1];
   CHECK(p.severity == Severity::kError);
@@ -270,6 +270,7 @@ TEST_CASE("borg2master: the keyless tier hashes packs and walks them without a k
     run::CheckOutcome o = Check(Master() + "/" + row.repo, /*verify_data=*/false, 2);
     INFO(Describe(o));
     REQUIRE(o.status.ok());
+    CHECK(o.summary.mode.empty());  // no key is used, so no mode is named (docs/json.md)
     CHECK(o.summary.objects_verified == 73);
     if (row.outcome == "clean") {
       CHECK(o.findings.empty());
@@ -340,7 +341,7 @@ TEST_CASE("borg2master: README recipe 2, a byte flip in a none-sha256 pack", "[b
   CHECK(ErrorChunkIds(o) == std::set<std::string>{id});
   REQUIRE(o.findings.size() == 2);
   CHECK(o.findings[0].stage == Stage::kAuthentication);
-  CHECK(o.findings[0].message == "Chunk " + id + ": envelope tag verification failed");
+  CHECK(o.findings[0].message == "envelope tag verification failed");
   CHECK(o.findings[1].message == "pack is corrupted: content does not match its name (sha256)");
 }
 
@@ -398,7 +399,8 @@ TEST_CASE("borg2master: B.8 item 6, a corrupt index fragment is reported and eve
   CHECK(o.findings[0].severity == Severity::kError);
   CHECK(o.findings[0].stage == Stage::kIndex);
   CHECK(o.findings[0].location == "index/" + frag.name);
-  CHECK(o.findings[0].message.rfind("is corrupted: content does not match its name (sha256) (second read: agreed)", 0) == 0);
+  CHECK(o.findings[0].message.rfind("is corrupted: content does not match its name (sha256); borg would", 0) == 0);
+  CHECK(o.findings[0].reread == Reread::kAgreed);
   CHECK(o.summary.objects_verified == 73);
 }
 
@@ -436,23 +438,33 @@ TEST_CASE("borg2master: a missing pack loses exactly its chunks", "[borg2master]
   CHECK(o.summary.objects_verified == 72);
 }
 
-TEST_CASE("borg2master: a pack that cannot be read (EIO through the test seam)", "[borg2master][fixtures]") {
+TEST_CASE("borg2master: a pack that cannot be read (EIO through io::FaultEnv)", "[borg2master][fixtures]") {
   FixtureEnv env;
   const std::string dir = Master() + "/repos/none-blake3";
-  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(dir, {});
+  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(io::Env::Default(), dir, {});
   Located small = SmallPack(l);
   ChunkId archive = OnlyChunkOf(l, small.pack_hex);
-  repo::TEST_InjectReadError(small.pack_hex, 10);
-  run::CheckOutcome o = Check(dir, true, 2);
-  repo::TEST_InjectReadError("", -1);
+  io::FaultEnv faults;
+  faults.FailRead(small.pack_hex, 10);
+  run::CheckOutcome o = Check(dir, true, 2, faults);
   INFO(Describe(o));
   REQUIRE(o.status.ok());
   CHECK(ErrorChunkIds(o) == std::set<std::string>{Hex(archive)});
   std::vector<const Finding*> errs = Errors(o);
+  // Could not check, not damaged: stage io for the chunk and the pack, exit 2 (docs/exit-codes.md);
+  // the archive pass names the archive object's use on the chunk's io finding, with no repair
+  // advice, and adds no "cannot be read as archive metadata" finding of its own.
   REQUIRE(errs.size() == 2);
-  CHECK(errs[0]->stage == Stage::kMissing);
-  CHECK(errs[0]->message == "the pack holding this chunk cannot be read");
+  CHECK(errs[0]->stage == Stage::kIo);
+  CHECK(errs[0]->message == "the pack holding this chunk cannot be read (read error: Input/output error (injected)): "
+                            "not checked");
+  CHECK(errs[0]->advice.empty());
+  REQUIRE(errs[0]->affected);
+  REQUIRE(errs[0]->affected->uses.size() == 1);
+  CHECK(errs[0]->affected->uses[0].use == "archive");
+  CHECK(errs[1]->stage == Stage::kIo);
   CHECK(errs[1]->message.rfind("cannot read packs/", 0) == 0);
+  CHECK(o.summary.io_errors == 2);
   CHECK(o.summary.objects_verified == 72);
 }
 
@@ -524,7 +536,7 @@ void MakeVersion1Pack(MasterCopy& copy, const std::string& hex, crypto::TaggedMa
 }
 
 crypto::Borg2KeyMaterial FixtureKey(const std::string& repo_dir) {
-  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(repo_dir, {});
+  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(io::Env::Default(), repo_dir, {});
   REQUIRE(l.keys.size() == 1);
   Result<crypto::KeyFileContents> kf = crypto::ParseKeyFile(ReadFile(l.keys[0].path));
   REQUIRE(kf.ok());
@@ -574,14 +586,14 @@ TEST_CASE("borg2master: B.8 items 3 and 9, what the objects of the fixtures carr
   FixtureEnv env;
   const std::string dir = Master() + "/repos/aes256-ocb_sha256_repokey";
   crypto::Borg2KeyMaterial key = FixtureKey(dir);
-  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(dir, {});
-  run::MasterObjectVerifier v(true, crypto::MasterKeyTypeFromByte(0x10), key.crypt_key.view(), key.id_key.view());
+  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(io::Env::Default(), dir, {});
+  repo::BorgstoreVerifier v(true, crypto::MasterKeyTypeFromByte(0x10), key.crypt_key.view(), key.id_key.view());
   REQUIRE(v.status().ok());
   std::map<std::string, int> types;
   for (const repo::PackFile& p : l.packs) {
     std::string bytes = ReadFile(p.path);
     for (const repo::WalkedBlob& b : repo::WalkPack(AsBytes(bytes)).blobs) {
-      REQUIRE_FALSE(v.Verify(AsBytes(bytes).subspan(b.offset, b.header.blob_size()), b.header.chunk_id));
+      REQUIRE_FALSE(v.VerifyAs(AsBytes(bytes).subspan(b.offset, b.header.blob_size()), b.header.chunk_id));
       CHECK(v.meta().size);  // item 9: `size` is present (no `auto,...` compression was used)
       CHECK_FALSE(v.meta().psize);
       types[v.meta().type]++;
@@ -590,7 +602,7 @@ TEST_CASE("borg2master: B.8 items 3 and 9, what the objects of the fixtures carr
   CHECK(types == std::map<std::string, int>{{"A", 5}, {"C", 5}, {"F", 58}, {"S", 5}});
   // Item 1 and 3: the manifest is type "M" and its config holds only item_keys.
   std::string m = ReadFile(l.manifest_path);
-  REQUIRE_FALSE(v.Verify(AsBytes(m), ChunkId{}));
+  REQUIRE_FALSE(v.VerifyAs(AsBytes(m), ChunkId{}));
   CHECK(v.meta().type == "M");
   msgpack::object_handle oh = msgpack::unpack(reinterpret_cast<const char*>(v.plaintext().data()), v.plaintext().size());
   std::map<std::string, msgpack::object> top;
@@ -669,6 +681,173 @@ TEST_CASE("borg2master: B.8 item 11, nothing is written into the repository", "[
   CHECK(copy.Snapshot() == before);
   CHECK_FALSE(fs::exists(copy.path() + "/cache"));
   CHECK_FALSE(fs::exists(copy.path() + "/locks"));
+}
+
+// ---- the second read through io::FaultEnv (issue 8) -------------------------------------------
+// aes256-ocb_sha256_repokey. The object is the largest chunk of the index (not the manifest,
+// which is config/manifest; no pack is probed for the mode, the manifest tells it); the flipped
+// byte is in the middle of its data envelope. Its pack is read whole once, read again whole when
+// its SHA-256 does not match its name, and the object is read a third time by the engine's
+// second read: read n of the pack is the nth read covering the byte.
+
+struct MasterTarget {
+  std::string pack_hex;
+  ChunkId chunk{};
+  repo::ChunkIndexEntry entry;
+  uint64_t byte = 0;
+};
+
+MasterTarget PickMasterTarget(const std::string& dir) {
+  repo::BorgstoreLayout l = *repo::ReadBorgstoreLayout(io::Env::Default(), dir, {});
+  repo::LoadedChunkIndex idx = repo::LoadChunkIndex(io::Env::Default(), l);
+  const repo::IndexedChunk* best = nullptr;
+  for (const repo::IndexedChunk& c : idx.chunks) {
+    if (!best || c.entry.size > best->entry.size) best = &c;
+  }
+  REQUIRE(best);
+  REQUIRE(best->entry.size > 10000);
+  return {Hex(best->entry.pack_id), best->chunk_id, best->entry, uint64_t(best->entry.offset) + best->entry.size / 2};
+}
+
+const std::string kPackBad = "pack is corrupted: content does not match its name (sha256)";
+const std::string kDecryptBad = "Could not decrypt [Authentication / EVP_DecryptFinal_ex failed]";
+const std::string kPassed = "; the second read verified (a transient read error?)";
+
+// The pack's finding and the object's, field by field.
+void CheckPackAndObject(const run::CheckOutcome& o, const MasterTarget& t, Severity pack_severity,
+                        Reread pack_reread, Severity object_severity, Reread object_reread) {
+  INFO(Describe(o));
+  REQUIRE(o.status.ok());
+  REQUIRE(o.findings.size() == 2);
+  const Finding* pack = nullptr;
+  const Finding* object = nullptr;
+  for (const Finding& f : o.findings) (f.chunk_id ? object : pack) = &f;
+  REQUIRE(pack);
+  REQUIRE(object);
+  CHECK(pack->severity == pack_severity);
+  CHECK(pack->stage == Stage::kSegment);
+  CHECK(report::LocationSuffix(*pack) == "[pack " + t.pack_hex + "]");
+  CHECK(pack->message == kPackBad + (pack_reread == Reread::kPassed ? kPassed : ""));
+  CHECK(pack->reread == pack_reread);
+  CHECK(object->severity == object_severity);
+  CHECK(object->stage == Stage::kAuthentication);
+  CHECK_FALSE(object->segment);
+  CHECK(object->location == "pack " + t.pack_hex);
+  CHECK(object->offset == t.entry.offset);
+  CHECK(report::ChunkIdHex(*object->chunk_id) == Hex(t.chunk));
+  CHECK(object->message == kDecryptBad + (object_reread == Reread::kPassed ? kPassed : ""));
+  CHECK(object->reread == object_reread);
+}
+
+TEST_CASE("borg2master reread: a byte flipped on the first read only, on every read, or differently",
+          "[borg2master][fixtures][reread]") {
+  FixtureEnv env;
+  const std::string dir = Master() + "/repos/aes256-ocb_sha256_repokey";
+  const MasterTarget t = PickMasterTarget(dir);
+  io::FaultEnv clean_env;
+  run::CheckOutcome clean = CheckRepositoryPass(dir, true, 2, clean_env);
+  REQUIRE(clean.status.ok());
+  REQUIRE(clean.findings.empty());
+  REQUIRE(clean.summary.objects_verified == 73);
+  const unsigned clean_reads = clean_env.Reads(t.pack_hex);
+  REQUIRE(clean_reads == 1);
+  for (unsigned threads : {1u, 2u, 8u}) {
+    INFO("threads " << threads);
+    {  // first read only: both second reads verify; two warnings, everything counted
+      io::FaultEnv faults;
+      faults.FlipOnRead(t.pack_hex, t.byte, 1);
+      run::CheckOutcome o = CheckRepositoryPass(dir, true, threads, faults);
+      CheckPackAndObject(o, t, Severity::kWarning, Reread::kPassed, Severity::kWarning, Reread::kPassed);
+      CHECK(faults.Reads(t.pack_hex) == clean_reads + 2);  // the pack again, the object again
+      CHECK(o.summary.objects_verified == clean.summary.objects_verified);
+      CHECK(o.summary.stored_bytes == clean.summary.stored_bytes);
+      CHECK(o.summary.plaintext_bytes == clean.summary.plaintext_bytes);
+      CHECK(o.summary.errors == 0);
+      CHECK(o.summary.warnings == 2);
+    }
+    {  // every read: the damage is on disk
+      io::FaultEnv faults;
+      faults.FlipOnRead(t.pack_hex, t.byte, 0);
+      run::CheckOutcome o = CheckRepositoryPass(dir, true, threads, faults);
+      CheckPackAndObject(o, t, Severity::kError, Reread::kAgreed, Severity::kError, Reread::kAgreed);
+      CHECK(faults.Reads(t.pack_hex) == clean_reads + 2);
+      CHECK(o.summary.objects_verified == 72);
+    }
+    {  // reads 1, 2 and 3 all differ: the pack and the object differed
+      io::FaultEnv faults;
+      faults.FlipOnRead(t.pack_hex, t.byte, 1, 0x01);
+      faults.FlipOnRead(t.pack_hex, t.byte, 2, 0x02);
+      faults.FlipOnRead(t.pack_hex, t.byte, 3, 0x04);
+      run::CheckOutcome o = CheckRepositoryPass(dir, true, threads, faults);
+      CheckPackAndObject(o, t, Severity::kError, Reread::kDiffered, Severity::kError, Reread::kDiffered);
+      CHECK(o.summary.objects_verified == 72);
+    }
+    {  // reads 1 and 2 differ, read 3 is clean: the pack differed, the object passed
+      io::FaultEnv faults;
+      faults.FlipOnRead(t.pack_hex, t.byte, 1, 0x01);
+      faults.FlipOnRead(t.pack_hex, t.byte, 2, 0x02);
+      run::CheckOutcome o = CheckRepositoryPass(dir, true, threads, faults);
+      CheckPackAndObject(o, t, Severity::kError, Reread::kDiffered, Severity::kWarning, Reread::kPassed);
+      CHECK(o.summary.objects_verified == 73);
+    }
+    {  // reads 1 and 3 differ, read 2 is clean: the pack passed, the object differed
+      io::FaultEnv faults;
+      faults.FlipOnRead(t.pack_hex, t.byte, 1, 0x01);
+      faults.FlipOnRead(t.pack_hex, t.byte, 3, 0x02);
+      run::CheckOutcome o = CheckRepositoryPass(dir, true, threads, faults);
+      CheckPackAndObject(o, t, Severity::kWarning, Reread::kPassed, Severity::kError, Reread::kDiffered);
+      CHECK(o.summary.objects_verified == 72);
+    }
+    {  // the pack cannot be opened again: both not-reread, and the run finishes
+      io::FaultEnv faults;
+      faults.FlipOnRead(t.pack_hex, t.byte, 0);
+      faults.VanishAfterOpens(t.pack_hex, 1);  // its reader's open is the only one that works
+      run::CheckOutcome o = CheckRepositoryPass(dir, true, threads, faults);
+      CheckPackAndObject(o, t, Severity::kError, Reread::kNotReread, Severity::kError, Reread::kNotReread);
+      CHECK(faults.Reads(t.pack_hex) == clean_reads);
+      CHECK(o.summary.objects_verified == 72);
+    }
+  }
+}
+
+// Removes a file of a repository copy the first time it is opened, as borg compact would
+// between the listing and the read, then opens it (kNotFound). Packs are opened only by their
+// reader, so FaultEnv::VanishAfterOpens (which counts opens; with 0 the pack is not even
+// listed) cannot make one go between planning and reading.
+class CompactOnOpenEnv final : public io::Env {
+ public:
+  explicit CompactOnOpenEnv(std::string suffix) : suffix_(std::move(suffix)) {}
+  Result<std::unique_ptr<io::File>> Open(const std::string& path) const override {
+    if (path.size() >= suffix_.size() && path.compare(path.size() - suffix_.size(), suffix_.size(), suffix_) == 0 &&
+        !removed_.exchange(true)) {
+      fs::remove(path);
+    }
+    return io::Env::Default().Open(path);
+  }
+  Result<std::vector<io::DirEntry>> List(const std::string& dir) const override { return io::Env::Default().List(dir); }
+  Result<io::FileStat> Stat(const std::string& path) const override { return io::Env::Default().Stat(path); }
+  bool removed() const { return removed_.load(); }
+
+ private:
+  const std::string suffix_;
+  mutable std::atomic<bool> removed_{false};
+};
+
+TEST_CASE("borg2master reread: a pack that vanishes between planning and reading: repository changed",
+          "[borg2master][fixtures][reread]") {
+  FixtureEnv env;
+  for (bool verify_data : {true, false}) {
+    MasterCopy copy(Master() + "/repos/aes256-ocb_sha256_repokey");
+    const MasterTarget t = PickMasterTarget(copy.path());
+    CompactOnOpenEnv compact(t.pack_hex);
+    run::CheckOutcome o = CheckRepositoryPass(copy.path(), verify_data, 4, compact);
+    CHECK(compact.removed());
+    CHECK(o.status.code() == StatusCode::kRepositoryChanged);
+    CHECK(o.status.message() ==
+          "repository changed during check (a pack vanished or a new transaction was committed): no verdict. "
+          "Run again when borg is not writing to it");
+    CHECK(o.findings.empty());
+  }
 }
 
 }  // namespace

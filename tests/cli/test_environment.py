@@ -66,17 +66,17 @@ class Passphrase(CliTestCase):
         r = self.verify({"BORG_PASSCOMMAND": "echo test; false"})
         self.assert_error_exit(r, cs.EXIT_WRONG_PASSPHRASE, "BORG_PASSCOMMAND")
 
-    def test_failing_passcommand_exits_2(self):
+    def test_failing_passcommand_exits_51(self):
         r = self.verify({"BORG_PASSCOMMAND": "false"})
-        self.assertEqual(self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN),
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_PASSCOMMAND_FAILED),
                          "borgcheck: BORG_PASSCOMMAND failed (false exited with status 1): fix the "
                          "command or set BORG_PASSPHRASE instead")
         missing = os.path.join(self.tmp, "no-such-command")
         r = self.verify({"BORG_PASSCOMMAND": missing})
-        self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN,
+        self.assert_error_exit(r, cs.EXIT_PASSCOMMAND_FAILED,
                                "BORG_PASSCOMMAND failed (%s exited with status 127)" % missing)
         r = self.verify({"BORG_PASSCOMMAND": "echo 'test"})
-        self.assertEqual(self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN),
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_PASSCOMMAND_FAILED),
                          "borgcheck: BORG_PASSCOMMAND could not be parsed: unbalanced quotes")
 
     def test_wrong_passphrase_from_passcommand_exits_52(self):
@@ -120,9 +120,9 @@ class Passphrase(CliTestCase):
         r = self.verify({"BORG_PASSPHRASE": "", "BORG_PASSCOMMAND": "echo test"})
         self.assert_error_exit(r, cs.EXIT_WRONG_PASSPHRASE, "supplied in BORG_PASSPHRASE is incorrect")
 
-    def test_no_passphrase_source_and_no_terminal_exits_2(self):
+    def test_no_passphrase_source_and_no_terminal_exits_50(self):
         r = self.verify({})
-        self.assertEqual(self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN),
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_NO_PASSPHRASE),
                          "borgcheck: the repository key is protected by a passphrase and there is no "
                          "terminal to ask for it: set BORG_PASSPHRASE, BORG_PASSCOMMAND or "
                          "BORG_PASSPHRASE_FD")
@@ -179,13 +179,13 @@ class KeyFiles(CliTestCase):
         os.symlink(self.keys, os.path.join(xdg, "borg", "keys"))
         self.assert_clean(self.verify({"XDG_CONFIG_HOME": xdg}))
 
-    def test_key_file_of_another_repository_exits_42(self):
+    def test_key_file_of_another_repository_exits_41(self):
         key = os.path.join(self.keys, "keyfile-blake2.key")
         r = self.verify({"BORG_KEY_FILE": key})
-        self.assert_rc(r, cs.EXIT_KEY_FILE_NOT_FOUND)
+        self.assert_rc(r, cs.EXIT_KEY_FILE_MISMATCH)
         records = self.json_records(r)
         self.assertEqual(records, [{
-            "type": "error", "code": "key-not-found", "exit_code": 42,
+            "type": "error", "code": "key-file-mismatch", "exit_code": 41,
             "message": "key file %s (from BORG_KEY_FILE) belongs to repository %s, not to %s (%s)"
                        % (key, OTHER_REPO_ID, self.repo, KEYFILE_REPO_ID)}])
         self.assertEqual(r.stderr, "")

@@ -1,12 +1,21 @@
 """borgcheck's exit codes end to end, with the exact report or message behind each.
 
 0 clean, 1 warnings only, 90 integrity errors, 2 could not run (bad option, remote URL, no
-repository given), 13 no such path, 15 not a repository / unsupported version, 42 key file not
-found, 52 wrong passphrase, 73 lock held. 128+N (signals) is in test_signals.py.
+repository given), 13 no such path, 15 not a repository / unsupported version, 40 not a key
+file, 41 another repository's key file, 42 key file not found, 44 no key in a repokey config,
+50 no passphrase and no terminal, 51 BORG_PASSCOMMAND failed, 52 wrong passphrase, 53 three
+wrong passphrases typed, 73 lock held. 128+N (signals) is in test_signals.py.
 """
 
+import fcntl
 import os
+import re
+import select
+import shutil
+import subprocess
 import sys
+import termios
+import time
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -15,6 +24,11 @@ import cli_support as cs  # noqa: E402
 from cli_support import CliTestCase, mask_times  # noqa: E402
 
 VERIFY = {"BORG_PASSPHRASE": cs.PASSPHRASE}
+# The lines the archive pass adds under mac-repokey's finding: the one file that uses the chunk.
+MAC_AFFECTS = ("  affects c-none: c-none/text.txt [bytes 0-4096]\n"
+               "  advice: borg check --verify-data --repair deletes the damaged chunk and replaces it in these files "
+               "by an all-zero chunk of the same size, keeping the original reference (chunks_healthy); if a later "
+               "borg create stores the same data again, another borg check --repair puts it back\n")
 
 
 class CleanAndWarnings(CliTestCase):
@@ -24,9 +38,8 @@ class CleanAndWarnings(CliTestCase):
         self.assert_rc(r, cs.EXIT_OK)
         self.assertEqual(r.stderr, "")
         self.assertEqual(mask_times(r.stdout),
-                         "verify-data borg1 repokey: 102 of 102 objects verified (264.7 KiB stored, "
-                         "282.0 KiB plaintext) in 30 segments, transaction 29 (index), 0 errors, "
-                         "0 warnings, <T>s, <RATE>, 2 threads: ok\n")
+                         repo + ": ok: 102 of 102 objects verified (264.7 KiB), 7 of 7 archives checked, 0 errors, "
+                         "0 warnings, <T>\n")
 
     def test_keyless_check_needs_no_passphrase_and_exits_0(self):
         repo = self.copy_fixture("v1.2.4/repos/repokey")
@@ -34,9 +47,8 @@ class CleanAndWarnings(CliTestCase):
         self.assert_rc(r, cs.EXIT_OK)
         self.assertEqual(r.stderr, "")
         self.assertEqual(mask_times(r.stdout),
-                         "repository check (keyless) borg1: 102 of 102 objects verified (264.7 KiB "
-                         "stored, 0 B plaintext) in 30 segments, transaction 29 (index), 0 errors, "
-                         "0 warnings, <T>s, <RATE>, 2 threads: ok\n")
+                         repo + ": ok: 102 of 102 objects CRC-checked (264.7 KiB, keyless), 0 errors, 0 warnings, "
+                         "<T>\n")
 
     def test_keyless_check_of_keyfile_repo_needs_no_key_file(self):
         repo = self.copy_fixture("v1.2.4/repos/keyfile")
@@ -54,9 +66,9 @@ class CleanAndWarnings(CliTestCase):
         self.assert_rc(r, cs.EXIT_WARNINGS)
         self.assertEqual(r.stderr, "")
         self.assertEqual(mask_times(r.stdout),
-                         warning + "verify-data borg1 repokey: 17 of 17 objects verified (14.3 KiB "
-                         "stored, 44.1 KiB plaintext) in 12 segments, transaction 26 (index), "
-                         "0 errors, 1 warnings, <T>s, <RATE>, 3 threads: warnings\n")
+                         warning + repo + ": warnings: 17 of 17 objects verified (14.3 KiB), 1 of 1 archive checked, "
+                         "0 errors, "
+                         "1 warning, <T>\n")
         r = self.run_borgcheck(["--quiet", repo])
         self.assert_rc(r, cs.EXIT_WARNINGS)
         self.assertEqual((r.stdout, r.stderr), (warning, ""))
@@ -70,10 +82,10 @@ class IntegrityErrors(CliTestCase):
         self.assertEqual(r.stderr, "")
         self.assertEqual(mask_times(r.stdout),
                          "error: authentication chunk " + cs.MAC_REPOKEY_CHUNK + " [segment 2, offset 8]: "
-                         "MAC Authentication failed (second read: agreed)\n"
-                         "verify-data borg1 repokey: 101 of 102 objects verified (260.6 KiB stored, "
-                         "278.0 KiB plaintext) in 30 segments, transaction 29 (index), 1 errors, "
-                         "0 warnings, <T>s, <RATE>, 4 threads: integrity-errors\n")
+                         "MAC Authentication failed (second read: agreed)\n" + MAC_AFFECTS +
+                         repo + ": integrity-errors: 101 of 102 objects verified (260.6 KiB), 7 of 7 archives "
+                         "checked, 1 error, "
+                         "0 warnings, <T>\n")
 
     def test_quiet_prints_the_finding_only(self):
         repo = self.copy_fixture("corrupt/mac-repokey")
@@ -81,7 +93,7 @@ class IntegrityErrors(CliTestCase):
         self.assert_rc(r, cs.EXIT_INTEGRITY_ERRORS)
         self.assertEqual((r.stdout, r.stderr), (
             "error: authentication chunk " + cs.MAC_REPOKEY_CHUNK + " [segment 2, offset 8]: "
-            "MAC Authentication failed (second read: agreed)\n", ""))
+            "MAC Authentication failed (second read: agreed)\n" + MAC_AFFECTS, ""))
 
     def test_mac_damage_is_invisible_to_the_keyless_check(self):
         # The CRC was recomputed after the damage: only --verify-data can see it.
@@ -100,7 +112,9 @@ class CouldNotRun(CliTestCase):
 
     def test_bad_option_values_exit_2(self):
         cases = [
-            (["--progress", "sometimes", "/x"], "--progress: sometimes not in {auto,always,never}"),
+            (["--progress=sometimes", "/x"], "--progress: sometimes not in {auto,always,never}"),
+            # A bare --progress takes no value (borg's flag): "sometimes" is REPO, "/x" one too many.
+            (["--progress", "sometimes", "/x"], "The following argument was not expected: /x"),
             (["--threads", "abc", "/x"], "--threads"),
             (["--threads", "2000", "/x"], "borgcheck: --threads must be between 1 and 1024 (0 or omitted: all online cores)"),
             (["--threads=-1", "/x"], "borgcheck: --threads must be between 1 and 1024 (0 or omitted: all online cores)"),
@@ -195,12 +209,19 @@ class RepositoryCodes(CliTestCase):
     def test_lock_held_exits_73_and_bypass_lock_checks_anyway(self):
         repo = self.copy_fixture("v1.2.4/repos/repokey")
         os.mkdir(os.path.join(repo, "lock.exclusive"))
+        # Another host's lock: nobody can tell from here whether it is alive (tests/interop has
+        # live and stale locks of real borg processes).
+        open(os.path.join(repo, "lock.exclusive", "otherhost@1.4242-0"), "w").close()
         r = self.run_borgcheck([repo])
-        self.assertEqual(self.assert_error_exit(r, cs.EXIT_LOCK_HELD),
-                         "borgcheck: repository %s is locked by borg (lock.exclusive exists): a backup, "
-                         "prune or compact may be writing. Run again when it has finished, or pass "
-                         "--bypass-lock to check anyway (results may then report changes in progress)"
-                         % repo)
+        message = self.assert_error_exit(r, cs.EXIT_LOCK_HELD)
+        self.assertRegex(message, r"\Aborgcheck: repository %s is locked by borg: lock.exclusive/otherhost@1\.4242-0 "
+                         r"names process 4242 on host otherhost@1, not this one \(this host is .+\)\. Neither "
+                         % re.escape(repo))
+        self.assertTrue(message.endswith(
+            "Neither borg nor borgcheck can tell from here whether it is still running, so the lock "
+            "counts as held. If no borg process on otherhost@1 uses the repository, `borg break-lock %s` "
+            "removes it; or pass --bypass-lock to check anyway (results may then report changes in "
+            "progress)" % repo), message)
         r = self.run_borgcheck(["--verify-data", repo], VERIFY)
         self.assert_rc(r, cs.EXIT_LOCK_HELD)
         r = self.run_borgcheck(["--bypass-lock", "-q", repo])
@@ -234,6 +255,154 @@ class KeyCodes(CliTestCase):
         key = os.path.join(self.copy_keys(), "keyfile.key")
         r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSPHRASE": "", "BORG_KEY_FILE": key})
         self.assert_error_exit(r, cs.EXIT_WRONG_PASSPHRASE, "BORG_PASSPHRASE", "the key in " + key)
+
+
+class BorgKeyAndPassphraseCodes(CliTestCase):
+    """borg's modern codes for the key and passphrase causes (borg's KeyfileInvalidError 40,
+    KeyfileMismatchError 41, RepoKeyNotFoundError 44, NoPassphraseFailure 50,
+    PasscommandFailure 51, PasswordRetriesExceeded 53), for every repository generation
+    whose key loader produces them."""
+
+    KEYFILE_ID = "54ae3d0ea811321724f40d2b128318758fef01011e1d9b0983ce2b5b4653b795"
+
+    def copy_generation(self, rel):
+        """Copies fixtures/<rel> (any generation) into the test folder."""
+        dest = os.path.join(self.tmp, rel.replace("/", "_"))
+        shutil.copytree(os.path.join(cs.SHARED, "fixtures", rel), dest, symlinks=True)
+        cs.make_writable(dest)
+        return dest
+
+    def test_borg_key_file_that_is_not_a_key_file_exits_40(self):
+        repo = self.copy_fixture("v1.2.4/repos/keyfile")
+        notakey = os.path.join(self.tmp, "notes.txt")
+        with open(notakey, "w") as f:
+            f.write("hello\n")
+        r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSPHRASE": cs.PASSPHRASE, "BORG_KEY_FILE": notakey})
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_KEY_FILE_INVALID),
+                         "borgcheck: key file %s (from BORG_KEY_FILE) is not a borg key file: key file does "
+                         "not start with `BORG_KEY `" % notakey)
+
+    def test_key_file_of_this_repository_with_a_broken_body_exits_40(self):
+        repo = self.copy_fixture("v1.2.4/repos/keyfile")
+        keys = os.path.join(self.tmp, "keys")
+        os.mkdir(keys)
+        bad = os.path.join(keys, "mine")
+        with open(bad, "w") as f:
+            f.write("BORG_KEY %s\n!!!not base64\n" % self.KEYFILE_ID)
+        r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSPHRASE": cs.PASSPHRASE, "BORG_KEYS_DIR": keys})
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_KEY_FILE_INVALID),
+                         "borgcheck: key file %s: key file body is not valid base64" % bad)
+
+    def test_key_file_of_another_repository_exits_41(self):
+        repo = self.copy_fixture("v1.2.4/repos/keyfile")
+        other = os.path.join(self.copy_keys(), "keyfile-blake2.key")
+        r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSPHRASE": cs.PASSPHRASE, "BORG_KEY_FILE": other})
+        self.assert_error_exit(r, cs.EXIT_KEY_FILE_MISMATCH, "key file %s (from BORG_KEY_FILE) belongs to "
+                               "repository 74fc735e" % other, "not to %s (%s)" % (repo, self.KEYFILE_ID))
+        # borg 2.0.0b5 and borg 2 master: another repository's key file, the same code.
+        b5 = self.copy_generation("borg2b5/keyfile-aes-ocb")
+        other_b5 = os.path.join(cs.SHARED, "fixtures", "borg2b5", "keyfile-chacha20-poly1305.key")
+        r = self.run_borgcheck(["--verify-data", b5], {"BORG_PASSPHRASE": cs.PASSPHRASE, "BORG_KEY_FILE": other_b5})
+        self.assert_error_exit(r, cs.EXIT_KEY_FILE_MISMATCH, other_b5, "belongs to repository")
+        master = self.copy_generation("borg2master/repos/aes256-ocb_sha256_keyfile")
+        r = self.run_borgcheck(["--verify-data", master], {"BORG_PASSPHRASE": cs.PASSPHRASE,
+                                                           "BORG_KEY_FILE": other_b5})
+        # One key-file search for every generation (checker/keys), so one wording.
+        self.assert_error_exit(r, cs.EXIT_KEY_FILE_MISMATCH, other_b5, "belongs to repository b4eff15f",
+                               "not to %s (0d542920" % master)
+
+    def test_repokey_config_without_a_key_exits_44(self):
+        repo = self.copy_fixture("v1.2.4/repos/repokey")
+        cfg = os.path.join(repo, "config")
+        with open(cfg) as f:
+            text = f.read()
+        # The key is the last value; its continuation lines start with a tab.
+        stripped = re.sub(r"key = [^\n]*(\n\t[^\n]*)*", "", text)
+        self.assertNotIn("key =", stripped)
+        with open(cfg, "w") as f:
+            f.write(stripped)
+        r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSPHRASE": cs.PASSPHRASE})
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_REPO_KEY_NOT_FOUND),
+                         "borgcheck: No key entry found in the config of repository %s (its objects say "
+                         "mode repokey)" % repo)
+
+    def test_no_passphrase_and_no_terminal_exits_50_in_every_generation(self):
+        message = ("the repository key is protected by a passphrase and there is no terminal to ask for it: "
+                   "set BORG_PASSPHRASE, BORG_PASSCOMMAND or BORG_PASSPHRASE_FD")
+        for rel in ("borg1/v1.2.4/repos/repokey", "borg2b5/repokey-aes-ocb",
+                    "borg2master/repos/aes256-ocb_sha256_repokey"):
+            with self.subTest(repo=rel):
+                repo = self.copy_generation(rel)
+                r = self.run_borgcheck(["--verify-data", repo])
+                self.assertEqual(self.assert_error_exit(r, cs.EXIT_NO_PASSPHRASE), "borgcheck: " + message)
+
+    def test_failing_passcommand_exits_51(self):
+        repo = self.copy_fixture("v1.2.4/repos/repokey")
+        for cmd, needle in (("false", "BORG_PASSCOMMAND failed (false exited with status 1)"),
+                            ("echo 'unbalanced", "BORG_PASSCOMMAND could not be parsed: unbalanced quotes")):
+            with self.subTest(cmd=cmd):
+                r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSCOMMAND": cmd})
+                self.assert_error_exit(r, cs.EXIT_PASSCOMMAND_FAILED, needle)
+        master = self.copy_generation("borg2master/repos/aes256-ocb_sha256_repokey")
+        r = self.run_borgcheck(["--verify-data", master], {"BORG_PASSCOMMAND": "false"})
+        self.assert_error_exit(r, cs.EXIT_PASSCOMMAND_FAILED, "BORG_PASSCOMMAND failed")
+
+    def run_on_terminal(self, args, answers, env=None):
+        """Runs borgcheck with a pseudo-terminal as its controlling terminal (so it can prompt
+        on /dev/tty) and stdin; answers each passphrase prompt with the next of `answers`.
+        stdout and stderr are pipes. Returns the RunResult and everything the terminal got."""
+        master, slave = os.openpty()
+        before = cs.snapshot(self.tmp)
+
+        def make_controlling():
+            fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+        proc = subprocess.Popen([cs.BINARY] + list(args), env=self.environment(env), cwd=self.cwd,
+                                stdin=slave, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True, preexec_fn=make_controlling)
+        os.close(slave)
+        proc.snapshot_before = before
+        proc.cli_args = list(args)
+        self.addCleanup(self._reap, proc)
+        seen, pending, deadline = b"", list(answers), time.monotonic() + 60
+        prompts = 0
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.2)
+            if ready:
+                try:
+                    data = os.read(master, 4096)
+                except OSError:  # EIO: the child closed the terminal
+                    break
+                if not data:
+                    break
+                seen += data
+            # A prompt is answered only once it is printed: borgcheck flushes the terminal's
+            # input when it turns echo off.
+            if seen.count(b"Enter passphrase") > prompts and pending:
+                prompts += 1
+                time.sleep(0.05)
+                os.write(master, pending.pop(0).encode() + b"\n")
+            if proc.poll() is not None:
+                break
+        out, err = proc.communicate(timeout=60)
+        os.close(master)
+        result = cs.RunResult(proc.cli_args, proc.returncode, out, err)
+        return self.check_finished(proc, result), seen.decode("utf-8", "replace")
+
+    def test_three_wrong_typed_passphrases_exit_53_and_the_right_one_passes(self):
+        repo = self.copy_fixture("v1.2.4/repos/repokey")
+        r, tty = self.run_on_terminal(["--verify-data", "-q", repo], ["wrong1", "wrong2", "wrong3"])
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_PASSWORD_RETRIES_EXCEEDED),
+                         "borgcheck: the passphrase typed is incorrect for the key in config (or that key "
+                         "blob is damaged: the two cannot be told apart)")
+        self.assertEqual(tty.count("Enter passphrase for key config: "), 3, tty)
+        self.assertNotIn("wrong", tty)  # no echo
+        r, tty = self.run_on_terminal(["--verify-data", "-q", repo], ["wrong1", cs.PASSPHRASE])
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual((r.stdout, r.stderr), ("", ""))
+        master = self.copy_generation("borg2master/repos/aes256-ocb_sha256_repokey")
+        r, tty = self.run_on_terminal(["--verify-data", "-q", master], ["a", "b", "c"])
+        self.assert_error_exit(r, cs.EXIT_PASSWORD_RETRIES_EXCEEDED, "the passphrase typed is incorrect")
 
 
 if __name__ == "__main__":

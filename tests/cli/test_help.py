@@ -69,28 +69,38 @@ class DocsMatchHelp(CliTestCase):
 
     def test_every_option_has_a_row_in_the_options_table(self):
         opts = self.help_options()
-        self.assertEqual(opts, ["-h", "--help", "--verify-data", "--threads", "--json", "--progress", "-q", "--quiet",
-                                "--bypass-lock", "--version"])
+        self.assertEqual(opts, ["-h", "--help", "-r", "--repo", "--verify-data", "--threads", "--json", "-p",
+                                "--progress", "--progress-interval", "-q", "--quiet", "-v", "--verbose", "--show-rc",
+                                "--bypass-lock", "--lock-wait", "--soft-fail", "--repository-only", "--archives-only",
+                                "-a", "--match-archives", "--first", "--last", "--subset", "--sample", "--sample-seed",
+                                "--max-duration", "--max-age", "--min-interval", "--state-dir", "--metrics-file",
+                                "--version"])
         rows = table_rows(self.doc)
         missing = [o for o in opts + ["REPO"] if not any(re.search(r"`%s[` ]" % re.escape(o), r) for r in rows)]
         self.assertEqual(missing, [], "options of --help without a row in docs/cli.md's options table")
-        progress_row = next(r for r in self.doc.splitlines() if r.startswith("| `--progress"))
-        for choice in re.search(r"--progress TEXT:\{([a-z,]+)\}", self.help).group(1).split(","):
+        # Aliases the help lists after the first long name have rows too.
+        for alias in ("--info", "--glob-archives"):
+            self.assertIn(alias, self.help)
+            self.assertTrue(any(re.search(r"`%s[` ]" % re.escape(alias), r) for r in rows), alias)
+        progress_row = next(r for r in self.doc.splitlines() if r.startswith("| ") and "`--progress`" in r)
+        for choice in re.search(r"--progress \[=WHEN\]:\{([a-z,]+)\}", self.help).group(1).split(","):
             self.assertIn("`%s`" % choice, progress_row)
 
     def test_every_exit_code_has_a_row(self):
         para = self.help[self.help.index("Exit codes:"):]
         para = para[:para.index("\n\n")]
         codes = re.findall(r"(?:^|[:;] )(\d+(?:\+N)?) ", para.replace("\n", " "))
-        self.assertEqual(codes, ["0", "1", "90", "2", "13", "15", "42", "52", "73", "128+N"])
+        self.assertEqual(codes, ["0", "1", "90", "2", "13", "15", "40", "41", "42", "44", "50", "51", "52", "53",
+                                 "73", "75", "141", "128+N"])
         rows = table_rows(self.doc)
         self.assertEqual([c for c in codes if "`%s`" % c not in rows], [])
 
     def test_every_environment_variable_has_a_row(self):
-        names = sorted(set(re.findall(r"\bBORG_[A-Z_]+", self.help)))
-        self.assertEqual(names, ["BORG_BASE_DIR", "BORG_KEYS_DIR", "BORG_KEY_FILE", "BORG_PASSCOMMAND",
-                                 "BORG_PASSPHRASE", "BORG_PASSPHRASE_FD", "BORG_REPO"])
-        env_rows = [r for r in table_rows(self.doc) if r.startswith("`BORG_") or r.startswith("`XDG")]
+        names = sorted(set(re.findall(r"\b(?:BORG_|BORGCHECK_|CREDENTIALS_)[A-Z_]+", self.help)))
+        self.assertEqual(names, ["BORGCHECK_PROGRESS_INTERVAL", "BORG_BASE_DIR", "BORG_KEYS_DIR", "BORG_KEY_FILE",
+                                 "BORG_PASSCOMMAND", "BORG_PASSPHRASE", "BORG_PASSPHRASE_FD", "BORG_REPO",
+                                 "CREDENTIALS_DIRECTORY"])
+        env_rows = [r for r in table_rows(self.doc) if re.match(r"`(BORG|XDG|CREDENTIALS)", r)]
         self.assertEqual([n for n in names if not any("`%s`" % n in r for r in env_rows)], [])
 
 

@@ -1,15 +1,21 @@
-// The whole check run (run::RunCheck, as `borgcheck` calls it) on every fixture repository in
-// shared/fixtures/borg1 (the clean v1.2.4 and v1.4.4 repositories and every corrupt/ case)
+// The whole check run (run::RunCheck, as `borgcheck` calls it) of every repository generation
 // at 1, 2, 8 and 64 threads, with --verify-data and without: the status, the sorted findings
-// and every summary counter must be identical whatever the thread count (only elapsed time
-// and the thread count itself may differ). STYLE.md §5: `--threads 1` and `--threads 8` print
-// the same report.
+// and every summary counter must be identical whatever the thread count (only elapsed time and
+// the thread count itself may differ). STYLE.md §5: `--threads 1` and `--threads 8` print the
+// same report. The repositories:
+//   * borg 1.x: every fixture in shared/fixtures/borg1 (the clean v1.2.4 and v1.4.4
+//     repositories and every corrupt/ case);
+//   * borg 2.0.0b5: three clean fixtures (repokey AES-OCB; keyfile BLAKE2 ChaCha20 with
+//     obfuscation; compression-mix, 15 segments after a compact) and every corrupt/ case;
+//   * borg 2 master (borgstore version 4, packs read on workers): repokey and keyfile AES-OCB,
+//     none-blake3, and the bit-flip copy.
 //
-// The 1-thread run is also checked against EXPECTED.tsv (clean repositories have no error
-// finding, damaged ones name their bad chunk ids), so that the comparison is never between
-// runs that all failed the same way.
+// The 1-thread run is also checked against the generation's EXPECTED.tsv (clean repositories
+// have no error finding, damaged ones name their bad chunk ids), so that the comparison is
+// never between runs that all failed the same way.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <filesystem>
@@ -32,10 +38,14 @@ using report::Finding;
 const unsigned kThreadCounts[] = {1, 2, 8, 64};
 
 std::string Borg1Dir() { return std::string(BORGCHECK_SHARED_DIR) + "/fixtures/borg1"; }
+std::string B5Dir() { return std::string(BORGCHECK_SHARED_DIR) + "/fixtures/borg2b5"; }
+std::string MasterDir() { return std::string(BORGCHECK_SHARED_DIR) + "/fixtures/borg2master"; }
 
 struct FixtureRepo {
   std::string rel;        // "v1.2.4/repos/none", "corrupt/mac-repokey", ...
   std::string keys_dir;   // where its key files are (BORG_KEYS_DIR)
+  std::string dir = Borg1Dir();  // the generation's fixture folder (rel is relative to it)
+  std::string key_file;   // BORG_KEY_FILE, if set
   std::string expected_class;           // EXPECTED.tsv: "clean" or "integrity-errors"
   std::set<std::string> bad_chunk_ids;  // EXPECTED.tsv, hex
 };
@@ -130,7 +140,7 @@ struct RunResult {
 
 RunResult Run(const FixtureRepo& repo, bool verify_data, unsigned threads) {
   run::CheckOptions opts;
-  opts.repository = Borg1Dir() + "/" + repo.rel;
+  opts.repository = repo.dir + "/" + repo.rel;
   opts.verify_data = verify_data;
   opts.threads = threads;
   opts.progress = run::ProgressMode::kNever;
@@ -158,7 +168,11 @@ void SetKeyEnvironment(const FixtureRepo& repo) {
   // The key loader reads these on the main thread before any worker exists.
   REQUIRE(setenv("BORG_PASSPHRASE", "test", 1) == 0);
   REQUIRE(setenv("BORG_KEYS_DIR", repo.keys_dir.c_str(), 1) == 0);
-  unsetenv("BORG_KEY_FILE");
+  if (repo.key_file.empty()) {
+    unsetenv("BORG_KEY_FILE");
+  } else {
+    REQUIRE(setenv("BORG_KEY_FILE", repo.key_file.c_str(), 1) == 0);
+  }
   unsetenv("BORG_PASSCOMMAND");
   unsetenv("BORG_PASSPHRASE_FD");
 }
@@ -216,6 +230,115 @@ TEST_CASE("RunCheck gives identical findings and summaries at 1, 2, 8 and 64 thr
       }
     }
   }
+}
+
+// The rows of a borg 2 EXPECTED.tsv (repo, outcome class, bad ids, notes) whose repo is in
+// `wanted`: every name in `wanted` must be a row.
+std::vector<FixtureRepo> Borg2Rows(const std::string& dir, const std::vector<std::string>& wanted) {
+  std::ifstream tsv(dir + "/EXPECTED.tsv");
+  REQUIRE(tsv.good());
+  std::vector<FixtureRepo> repos;
+  std::string line;
+  std::getline(tsv, line);  // header
+  while (std::getline(tsv, line)) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string col; std::getline(ss, col, '\t');) cols.push_back(col);
+    if (cols.size() < 3 || std::find(wanted.begin(), wanted.end(), cols[0]) == wanted.end()) continue;
+    FixtureRepo r;
+    r.rel = cols[0];
+    r.dir = dir;
+    r.keys_dir = dir + "/keys";
+    r.expected_class = cols[1];
+    std::stringstream ids(cols[2]);
+    for (std::string id; std::getline(ids, id, ',');) {
+      if (id != "-" && !id.empty()) r.bad_chunk_ids.insert(id);
+    }
+    // 2.0.0b5 names its key files in the notes: "key file <name>.key; ..."
+    const std::string key = "key file ";
+    if (cols.size() >= 4 && cols[3].rfind(key, 0) == 0 && dir == B5Dir()) {
+      r.key_file = dir + "/" + cols[3].substr(key.size(), cols[3].find(';') - key.size());
+    }
+    repos.push_back(std::move(r));
+  }
+  REQUIRE(repos.size() == wanted.size());
+  return repos;
+}
+
+// What a keyless check (checksums only) must find: the chunk ids its errors name, and how many
+// error findings there are.
+struct KeylessExpectation {
+  std::set<std::string> ids;
+  size_t errors = 0;
+};
+
+// Runs every repository at 1, 2, 8 and 64 threads, with and without --verify-data, and compares;
+// `keyless(repo)` is what the keyless 1-thread run must find.
+template <typename Keyless>
+void CompareThreadCounts(const std::vector<FixtureRepo>& repos, const std::string& format, Keyless keyless) {
+  for (const FixtureRepo& repo : repos) {
+    DYNAMIC_SECTION(repo.rel) {
+      SetKeyEnvironment(repo);
+      for (bool verify_data : {true, false}) {
+        INFO((verify_data ? "--verify-data" : "keyless"));
+        const RunResult one = Run(repo, verify_data, 1);
+        REQUIRE(one.status.rfind("0 ", 0) == 0);
+        REQUIRE(one.stop_signal == 0);
+        CHECK(std::find(one.summary.begin(), one.summary.end(), "format " + format) != one.summary.end());
+        std::set<std::string> bad_ids;
+        size_t errors = 0;
+        for (const Finding& f : one.raw_findings) {
+          if (f.severity != report::Severity::kError) continue;
+          ++errors;
+          if (f.chunk_id) bad_ids.insert(report::ChunkIdHex(*f.chunk_id));
+        }
+        if (verify_data) {
+          CHECK(bad_ids == repo.bad_chunk_ids);
+          if (repo.expected_class == "clean") CHECK(one.raw_findings.empty());
+        } else {
+          const KeylessExpectation want = keyless(repo);
+          CHECK(bad_ids == want.ids);
+          CHECK(errors == want.errors);
+        }
+        for (unsigned threads : kThreadCounts) {
+          if (threads == 1) continue;
+          INFO("--threads " << threads);
+          const RunResult many = Run(repo, verify_data, threads);
+          CHECK(many.status == one.status);
+          CHECK(many.stop_signal == one.stop_signal);
+          CHECK(many.findings == one.findings);
+          CHECK(many.summary == one.summary);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("RunCheck on borg 2.0.0b5 gives identical findings and summaries at 1, 2, 8 and 64 threads",
+          "[concurrency][check_run][borg2b5]") {
+  std::vector<std::string> wanted = {"repokey-aes-ocb", "keyfile-blake2-chacha20-poly1305", "compression-mix"};
+  for (const auto& e : fs::directory_iterator(B5Dir() + "/corrupt")) {
+    if (e.is_directory()) wanted.push_back("corrupt/" + e.path().filename().string());
+  }
+  REQUIRE(wanted.size() == 3 + 11);
+  const std::vector<FixtureRepo> repos = Borg2Rows(B5Dir(), wanted);
+  // Keyless, only the two copies whose checksums were left stale show their damage.
+  CompareThreadCounts(repos, "borg2-b5", [](const FixtureRepo& r) {
+    return r.rel == "corrupt/chpo-data-stale-xxh64" || r.rel == "corrupt/chpo-entry-header-crc"
+               ? KeylessExpectation{r.bad_chunk_ids, 1}
+               : KeylessExpectation{};
+  });
+}
+
+TEST_CASE("RunCheck on borg 2 master gives identical findings and summaries at 1, 2, 8 and 64 threads",
+          "[concurrency][check_run][borg2master]") {
+  const std::vector<FixtureRepo> repos =
+      Borg2Rows(MasterDir(), {"repos/aes256-ocb_sha256_repokey", "repos/aes256-ocb_sha256_keyfile",
+                              "repos/none-blake3", "corrupt/aes256-ocb_sha256_repokey__bitflip"});
+  // Keyless, the bit flip shows only as its pack's content hash (a finding without a chunk id).
+  CompareThreadCounts(repos, "borgstore-v4", [](const FixtureRepo& r) {
+    return KeylessExpectation{{}, r.expected_class == "clean" ? 0u : 1u};
+  });
 }
 
 }  // namespace

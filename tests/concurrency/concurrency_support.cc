@@ -15,8 +15,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "checker/repo/segment_entry.h"
-#include "checker/repo/segment_format.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/segment_log/segment_format.h"
 
 namespace borgcheck::concurrency_test {
 namespace {

@@ -1,6 +1,6 @@
 // Every borg 1.x envelope and id-hash path (the seven modes borg creates) run from many
 // threads at once, through the objects the engine uses: crypto::ObjectOpener and
-// crypto::IdHasher, and run::ObjectVerifier (CRC -> envelope -> MAC/decrypt -> decompress ->
+// crypto::IdHasher, and repo::Borg1Verifier (CRC -> envelope -> MAC/decrypt -> decompress ->
 // id), one of each per thread as check_run.cc gives each pool worker. Keys are the fixture
 // keys (vectors-v1.2.4.json); objects are the fixture's real borg objects plus many distinct
 // objects sealed here with one-shot OpenSSL/libb2 calls, intact and damaged. Every outcome,
@@ -14,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "checker/crypto/blake2b_lanes.h"
 #include "checker/crypto/object_crypto.h"
-#include "checker/run/object_verifier.h"
+#include "checker/crypto/sha256_lanes.h"
+#include "checker/repo/borg1/borg1_verifier.h"
 #include "codecs/decompressor.h"
 #include "tests/concurrency/concurrency_support.h"
 
@@ -46,9 +48,9 @@ struct ObjectCase {
   Vec payload;       // opened payload (empty unless kOk)
   Vec plaintext;     // decoded payload (empty unless it decodes)
   Vec computed_id;   // IdHasher over plaintext (empty unless it decodes)
-  std::optional<run::VerifyFailure> verify_failure;
+  std::optional<engine::Verdict> verify_failure;
   Vec verified_plaintext;  // ObjectVerifier::plaintext() when it passed
-  std::optional<run::VerifyFailure> crc_only_failure;  // ObjectVerifier(verify_data = false)
+  std::optional<engine::Verdict> crc_only_failure;  // ObjectVerifier(verify_data = false)
 };
 
 // Intact objects of every codec, the fixture's real objects, and one case per kind of
@@ -123,8 +125,8 @@ std::vector<ObjectCase> MakeObjects(KeyMode mode, const KeyMaterial& key, uint32
   return cases;
 }
 
-bool SameFailure(const std::optional<run::VerifyFailure>& a,
-                 const std::optional<run::VerifyFailure>& b) {
+bool SameFailure(const std::optional<engine::Verdict>& a,
+                 const std::optional<engine::Verdict>& b) {
   if (a.has_value() != b.has_value()) return false;
   return !a || (a->stage == b->stage && a->message == b->message && a->severity == b->severity);
 }
@@ -136,8 +138,8 @@ void ComputeReference(KeyMode mode, const KeyMaterial& key, std::vector<ObjectCa
   REQUIRE(opener.status().ok());
   REQUIRE(hasher.status().ok());
   codecs::Decompressor decompressor;
-  run::ObjectVerifier verifier(true, mode, kp);
-  run::ObjectVerifier crc_only(false, mode, kp);
+  repo::Borg1Verifier verifier(true, mode, kp);
+  repo::Borg1Verifier crc_only(false, mode, kp);
   ByteBuffer scratch, plain;
   for (ObjectCase& c : cases) {
     Bytes payload;
@@ -153,9 +155,9 @@ void ComputeReference(KeyMode mode, const KeyMaterial& key, std::vector<ObjectCa
         c.computed_id.assign(out, out + 32);
       }
     }
-    c.verify_failure = verifier.Verify(View(c.entry), c.id.data());
+    c.verify_failure = verifier.VerifyAs(View(c.entry), c.id.data());
     if (!c.verify_failure) c.verified_plaintext = ToVec(verifier.plaintext());
-    c.crc_only_failure = crc_only.Verify(View(c.entry), c.id.data());
+    c.crc_only_failure = crc_only.VerifyAs(View(c.entry), c.id.data());
   }
 }
 
@@ -209,8 +211,8 @@ std::vector<std::string> RunOnThreads(KeyMode mode, const KeyMaterial& key,
     crypto::ObjectOpener opener(mode, kp);
     crypto::IdHasher hasher(mode, kp);
     codecs::Decompressor decompressor;
-    run::ObjectVerifier verifier(true, mode, kp);
-    run::ObjectVerifier crc_only(false, mode, kp);
+    repo::Borg1Verifier verifier(true, mode, kp);
+    repo::Borg1Verifier crc_only(false, mode, kp);
     if (!opener.status().ok() || !hasher.status().ok()) {
       bad.push_back("opener/hasher failed to construct on thread " + std::to_string(t));
       return;
@@ -234,13 +236,13 @@ std::vector<std::string> RunOnThreads(KeyMode mode, const KeyMaterial& key,
             bad.push_back(c.name + ": payload no longer decodes");
           }
         }
-        const std::optional<run::VerifyFailure> f = verifier.Verify(View(c.entry), c.id.data());
+        const std::optional<engine::Verdict> f = verifier.VerifyAs(View(c.entry), c.id.data());
         if (!SameFailure(f, c.verify_failure)) {
           bad.push_back(c.name + ": Verify differs: " + (f ? f->message : std::string("passed")));
         } else if (!f && ToVec(verifier.plaintext()) != c.verified_plaintext) {
           bad.push_back(c.name + ": verified plaintext differs");
         }
-        if (!SameFailure(crc_only.Verify(View(c.entry), c.id.data()), c.crc_only_failure)) {
+        if (!SameFailure(crc_only.VerifyAs(View(c.entry), c.id.data()), c.crc_only_failure)) {
           bad.push_back(c.name + ": CRC-only Verify differs");
         }
       }
@@ -294,13 +296,234 @@ TEST_CASE("all seven modes at once: one thread per mode and worker, sharing noth
   RunConcurrently(threads, [&](size_t t) {
     const ModeWork& w = work[t % work.size()];
     const KeyMaterial* kp = crypto::NeedsKey(w.mode) ? &w.key : nullptr;
-    run::ObjectVerifier verifier(true, w.mode, kp);
+    repo::Borg1Verifier verifier(true, w.mode, kp);
     for (size_t k = 0; k < w.cases.size(); ++k) {
       const ObjectCase& c = w.cases[(k + t) % w.cases.size()];
-      const std::optional<run::VerifyFailure> f = verifier.Verify(View(c.entry), c.id.data());
+      const std::optional<engine::Verdict> f = verifier.VerifyAs(View(c.entry), c.id.data());
       if (!SameFailure(f, c.verify_failure) ||
           (!f && ToVec(verifier.plaintext()) != c.verified_plaintext)) {
         mismatches[t].push_back(c.name + ": Verify differs");
+      }
+    }
+  });
+  std::vector<std::string> all;
+  for (auto& m : mismatches) all.insert(all.end(), m.begin(), m.end());
+  ExpectNoMismatch(all);
+}
+
+// SHA-256 / HMAC-SHA256 lanes (crypto::Sha256Lanes), as a worker would hold them: one lanes
+// object per thread, the prepared keys (crypto::HmacSha256Key) shared by all threads and only
+// read. Half the threads run the OpenSSL fallback (TEST_ForceOpenSsl), a quarter SHA-NI
+// without AVX-512, so every path runs at once; lane counts from 1 to 16, every job list
+// rotated per thread, and a streaming pass that feeds two lanes in pieces. Every digest must equal the single-threaded one, which must equal the
+// one-shot OpenSSL ids of concurrency_support (ChunkIdOf).
+TEST_CASE("sha256 lanes: 8 threads, own lanes objects, shared keys, every engine",
+          "[concurrency][crypto]") {
+  const KeyMaterial key = FixtureKey(KeyMode::kRepokey);
+  KeyMaterial mac_as_id = key;  // ChunkIdOf hashes with id_key: give it enc_hmac_key
+  mac_as_id.id_key = key.enc_hmac_key;
+  Result<crypto::HmacSha256Key> id_key = crypto::HmacSha256Key::Create(key.id_key.view());
+  Result<crypto::HmacSha256Key> mac_key = crypto::HmacSha256Key::Create(key.enc_hmac_key.view());
+  REQUIRE(id_key.ok());
+  REQUIRE(mac_key.ok());
+
+  std::vector<Vec> messages;
+  for (size_t n : {0, 1, 55, 56, 63, 64, 65, 119, 120, 4096}) messages.push_back(MakeRandom(n, 7));
+  for (uint32_t i = 0; i < 30; ++i) {
+    messages.push_back(MakeMixed((size_t(i) * 104729u) % (300 * 1024) + 1, 60000 + i));
+  }
+  messages.push_back(MakeRandom(2 << 20, 61000));
+  struct Expected {
+    const crypto::HmacSha256Key* key;
+    size_t message;
+    Vec digest;
+  };
+  std::vector<Expected> expected;
+  for (size_t m = 0; m < messages.size(); ++m) {
+    expected.push_back({nullptr, m, ChunkIdOf(KeyMode::kNone, key, View(messages[m]))});
+    expected.push_back({&*id_key, m, ChunkIdOf(KeyMode::kRepokey, key, View(messages[m]))});
+    expected.push_back({&*mac_key, m, ChunkIdOf(KeyMode::kRepokey, mac_as_id, View(messages[m]))});
+  }
+  // The single-threaded result, through the same jobs.
+  {
+    crypto::Sha256Lanes lanes;
+    REQUIRE(lanes.status().ok());
+    std::vector<Vec> out(expected.size(), Vec(32));
+    std::vector<crypto::Sha256Lanes::Job> jobs;
+    for (size_t j = 0; j < expected.size(); ++j) {
+      jobs.push_back({expected[j].key, View(messages[expected[j].message]), out[j].data()});
+    }
+    lanes.HashAll(jobs, 2);
+    for (size_t j = 0; j < expected.size(); ++j) REQUIRE(out[j] == expected[j].digest);
+  }
+
+  std::vector<std::vector<std::string>> mismatches(kThreads);  // element t: thread t only
+  RunConcurrently(kThreads, [&](size_t t) {
+    std::vector<std::string>& bad = mismatches[t];
+    crypto::Sha256Lanes lanes;
+    if (t % 2 == 1) lanes.TEST_ForceOpenSsl();
+    if (t % 4 == 2) lanes.TEST_DisableAvx512();
+    if (!lanes.status().ok()) {
+      bad.push_back("thread " + std::to_string(t) + ": " + lanes.status().message());
+      return;
+    }
+    const size_t n = expected.size();
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<Vec> out(n, Vec(32));
+      std::vector<crypto::Sha256Lanes::Job> jobs;
+      for (size_t k = 0; k < n; ++k) {
+        const size_t j = (k + 7 * t + pass) % n;
+        jobs.push_back({expected[j].key, View(messages[expected[j].message]), out[j].data()});
+      }
+      lanes.HashAll(jobs, 1 + (5 * t + 3 * pass) % crypto::Sha256Lanes::kMaxLanes);
+      for (size_t j = 0; j < n; ++j) {
+        if (out[j] != expected[j].digest) {
+          bad.push_back("thread " + std::to_string(t) + " HashAll job " + std::to_string(j));
+        }
+      }
+    }
+    // Streaming: jobs j and j+1 side by side in lanes 0 and 1, fed 1000 + 64 t bytes at a time.
+    const size_t piece = 1000 + 64 * t;
+    for (size_t j = t % 3; j + 1 < n; j += 2 + t % 3) {
+      size_t pos[2] = {0, 0};
+      Vec got[2] = {Vec(32), Vec(32)};
+      for (size_t l = 0; l < 2; ++l) {
+        if (expected[j + l].key != nullptr) {
+          lanes.Start(l, *expected[j + l].key);
+        } else {
+          lanes.Start(l);
+        }
+      }
+      size_t done = 0;
+      crypto::Sha256Lanes::LaneMask ready = 0b11;  // both lanes want their first piece
+      while (done < 2) {
+        for (size_t l = 0; l < 2; ++l) {
+          if ((ready & (1u << l)) == 0) continue;
+          if (lanes.IsDone(l)) {
+            lanes.Take(l, got[l].data());
+            ++done;
+            continue;
+          }
+          const Vec& m = messages[expected[j + l].message];
+          const size_t take = std::min(piece, m.size() - pos[l]);
+          if (take == 0) {
+            lanes.Finish(l);
+          } else {
+            lanes.Update(l, Bytes(m.data() + pos[l], take));
+            pos[l] += take;
+          }
+        }
+        if (done < 2) ready = lanes.Run();
+      }
+      for (size_t l = 0; l < 2; ++l) {
+        if (got[l] != expected[j + l].digest) {
+          bad.push_back("thread " + std::to_string(t) + " streamed job " + std::to_string(j + l));
+        }
+      }
+    }
+  });
+  std::vector<std::string> all;
+  for (auto& m : mismatches) all.insert(all.end(), m.begin(), m.end());
+  ExpectNoMismatch(all);
+}
+
+// BLAKE2b-256 lanes (crypto::Blake2b256Lanes) the same way: one lanes object per thread on
+// the engines this CPU has (AVX-512, AVX2, portable, by thread), the key prefixes
+// (crypto::Blake2bPrefix of the blake2 fixture's 128-byte keys) shared and only read; HashAll
+// with 1..8 lanes and a streaming pass over five lanes fed in pieces. Every digest must equal
+// the single-threaded one and the one-shot libb2 id of concurrency_support (ChunkIdOf).
+TEST_CASE("blake2b lanes: 8 threads, own lanes objects, shared key prefixes, every engine",
+          "[concurrency][crypto]") {
+  using crypto::Blake2b256Lanes;
+  const KeyMaterial key = FixtureKey(KeyMode::kRepokeyBlake2);
+  KeyMaterial mac_as_id = key;
+  mac_as_id.id_key = key.enc_hmac_key;
+  const crypto::Blake2bPrefix id_prefix = crypto::Blake2bPrefix::Create(key.id_key.view());
+  const crypto::Blake2bPrefix mac_prefix = crypto::Blake2bPrefix::Create(key.enc_hmac_key.view());
+
+  std::vector<Vec> messages;
+  for (size_t n : {0, 1, 127, 128, 129, 256, 4096}) messages.push_back(MakeRandom(n, 9));
+  for (uint32_t i = 0; i < 24; ++i) {
+    messages.push_back(MakeMixed((size_t(i) * 104729u) % (200 * 1024) + 1, 62000 + i));
+  }
+  messages.push_back(MakeRandom(1 << 20, 63000));
+  struct Expected {
+    const crypto::Blake2bPrefix* prefix;
+    size_t message;
+    Vec digest;
+  };
+  std::vector<Expected> expected;
+  for (size_t m = 0; m < messages.size(); ++m) {
+    expected.push_back({&id_prefix, m, ChunkIdOf(KeyMode::kRepokeyBlake2, key, View(messages[m]))});
+    expected.push_back(
+        {&mac_prefix, m, ChunkIdOf(KeyMode::kRepokeyBlake2, mac_as_id, View(messages[m]))});
+  }
+  {
+    Blake2b256Lanes lanes;
+    std::vector<Vec> out(expected.size(), Vec(32));
+    std::vector<Blake2b256Lanes::Job> jobs;
+    for (size_t j = 0; j < expected.size(); ++j) {
+      jobs.push_back({expected[j].prefix, View(messages[expected[j].message]), out[j].data()});
+    }
+    lanes.HashAll(jobs);
+    for (size_t j = 0; j < expected.size(); ++j) REQUIRE(out[j] == expected[j].digest);
+  }
+
+  const Blake2b256Lanes::Engine kEngines[] = {Blake2b256Lanes::Engine::kAvx512,
+                                              Blake2b256Lanes::Engine::kAvx2,
+                                              Blake2b256Lanes::Engine::kPortable};
+  std::vector<std::vector<std::string>> mismatches(kThreads);  // element t: thread t only
+  RunConcurrently(kThreads, [&](size_t t) {
+    std::vector<std::string>& bad = mismatches[t];
+    Blake2b256Lanes lanes;
+    (void)lanes.TEST_UseEngine(kEngines[t % 3]);  // stays on the best one if the CPU lacks it
+    const size_t n = expected.size();
+    for (int pass = 0; pass < 2; ++pass) {
+      std::vector<Vec> out(n, Vec(32));
+      std::vector<Blake2b256Lanes::Job> jobs;
+      for (size_t k = 0; k < n; ++k) {
+        const size_t j = (k + 5 * t + pass) % n;
+        jobs.push_back({expected[j].prefix, View(messages[expected[j].message]), out[j].data()});
+      }
+      lanes.HashAll(jobs, 1 + (t + 3 * pass) % Blake2b256Lanes::kMaxLanes);
+      for (size_t j = 0; j < n; ++j) {
+        if (out[j] != expected[j].digest) {
+          bad.push_back("thread " + std::to_string(t) + " HashAll job " + std::to_string(j));
+        }
+      }
+    }
+    // Streaming: five jobs side by side, fed 700 + 128 t bytes at a time.
+    constexpr size_t kWidth = 5;
+    const size_t piece = 700 + 128 * t;
+    for (size_t j = t % 4; j + kWidth <= n; j += kWidth + t % 4) {
+      size_t pos[kWidth] = {};
+      std::vector<Vec> got(kWidth, Vec(32));
+      for (size_t l = 0; l < kWidth; ++l) lanes.Start(l, *expected[j + l].prefix);
+      size_t done = 0;
+      Blake2b256Lanes::LaneMask ready = (1u << kWidth) - 1;
+      while (done < kWidth) {
+        for (size_t l = 0; l < kWidth; ++l) {
+          if ((ready & (1u << l)) == 0) continue;
+          if (lanes.IsDone(l)) {
+            lanes.Take(l, got[l].data());
+            ++done;
+            continue;
+          }
+          const Vec& m = messages[expected[j + l].message];
+          const size_t take = std::min(piece, m.size() - pos[l]);
+          if (take == 0) {
+            lanes.Finish(l);
+          } else {
+            lanes.Update(l, Bytes(m.data() + pos[l], take));
+            pos[l] += take;
+          }
+        }
+        if (done < kWidth) ready = lanes.Run();
+      }
+      for (size_t l = 0; l < kWidth; ++l) {
+        if (got[l] != expected[j + l].digest) {
+          bad.push_back("thread " + std::to_string(t) + " streamed job " + std::to_string(j + l));
+        }
       }
     }
   });

@@ -14,7 +14,8 @@ keys, salts, IVs and obfuscation padding. Phases:
      objects_verified == objects_total == the live objects this file finds by parsing index.T
      itself (spec section 3.2), and the same count as borg's own verify-data pass.
   3. Key sources: a keyfile repository verified through BORG_KEY_FILE alone, and passphrases
-     from BORG_PASSCOMMAND, including the failures (no key: 42, wrong passphrase: 52).
+     from BORG_PASSCOMMAND, including the failures (no key: 42, another repository's key: 41,
+     wrong passphrase: 52).
   4. Damage: copies of a repository, each damaged one way (byte flip with and without CRC
      repair, truncated segment, deleted segment, another object's bytes under an id). borgcheck
      runs on one copy and `borg check --verify-data` on ANOTHER copy (borg writes into the
@@ -77,6 +78,7 @@ MANIFEST_ID = "00" * 32
 
 # Exit codes (checker/report/exit_codes.h).
 EXIT_OK = 0
+EXIT_KEY_FILE_MISMATCH = 41
 EXIT_KEY_FILE_NOT_FOUND = 42
 EXIT_WRONG_PASSPHRASE = 52
 EXIT_INTEGRITY_ERRORS = 90
@@ -516,13 +518,14 @@ class KeySourcesTest(unittest.TestCase):
 
     def test_borg_key_file_wrong_or_missing(self):
         env = self.env_without_keys("wrong-key")
-        for key in (self.key_file_of("keyfile-blake2"),  # another repository's key
-                    os.path.join(WORK, "no-such.key")):
+        # Another repository's key is borg's KeyfileMismatchError (41); a missing one 42.
+        for key, rc, code in ((self.key_file_of("keyfile-blake2"), EXIT_KEY_FILE_MISMATCH, "key-file-mismatch"),
+                              (os.path.join(WORK, "no-such.key"), EXIT_KEY_FILE_NOT_FOUND, "key-not-found")):
             with self.subTest(key=key):
                 env["BORG_KEY_FILE"] = key
                 r = run_borgcheck(self, REPOS["keyfile"], env)
-                self.assertEqual(r.rc, EXIT_KEY_FILE_NOT_FOUND, r.describe())
-                self.assertEqual([e["code"] for e in r.errors], ["key-not-found"], r.describe())
+                self.assertEqual(r.rc, rc, r.describe())
+                self.assertEqual([e["code"] for e in r.errors], [code], r.describe())
 
     def test_passcommand(self):
         secret = os.path.join(WORK, "secret.txt")
@@ -595,21 +598,35 @@ class DamageTest(unittest.TestCase):
         self.assertFalse(b.clean())
         return r, b
 
-    def assert_findings(self, r, expected, reread=None):
+    def assert_findings(self, r, expected, reread=None, orphans=False):
         """expected: {chunk id: stage}. The error findings that carry a chunk id must be exactly
         one per expected id, with that stage, at the object's (segment, offset); the summary
-        must count every other live object as verified."""
+        must count every other live object as verified. orphans: the damage took an archive
+        object, so the archive pass also warns once about the objects only it referenced
+        (stored, now referenced by nothing: borg check counts them too); nothing else is a
+        warning."""
         objects = live_objects(REPOS[r.summary["mode"]])  # the undamaged original
         got = sorted((f["chunk_id"], f["stage"], f["segment"], f["offset"]) for f in r.findings
                      if f["severity"] == "error" and f["chunk_id"])
         want = sorted((i, stage, objects[i].segment, objects[i].offset) for i, stage in expected.items())
         self.assertEqual(got, want, r.describe())
-        self.assertEqual([f for f in r.findings if f["severity"] != "error"], [], r.describe())
+        warnings = [f for f in r.findings if f["severity"] != "error"]
+        if orphans:
+            self.assertEqual([(f["severity"], f["stage"], f["chunk_id"]) for f in warnings],
+                             [("warning", "reference", None)], r.describe())
+            self.assertRegex(warnings[0]["message"], r"^[1-9]\d* orphaned objects found: ")
+        else:
+            self.assertEqual(warnings, [], r.describe())
         if reread:
             # The object was read a second time and the bytes on disk failed again.
             self.assertEqual({f["reread"] for f in r.findings}, {reread}, r.describe())
         self.assertEqual(r.summary["objects_total"], len(objects))
         self.assertEqual(r.summary["objects_verified"], len(objects) - len(expected), r.describe())
+
+    @staticmethod
+    def archive_lost(r):
+        """Whether one of r's error findings is an archive object's (its use is "archive")."""
+        return any(u["use"] == "archive" for f in r.findings if f["severity"] == "error" for u in f["affected"] or [])
 
     def test_a_flip_without_crc_repair(self):
         r, b = self.damaged_pair("flip-crc", lambda repo: flip_byte(repo, self.a, fix=False))
@@ -658,7 +675,7 @@ class DamageTest(unittest.TestCase):
         self.assertLess(damaged, self.segment_ids)  # some objects before the cut survive
         # A (cut in its data) and every later object of the segment (gone): stage "truncated",
         # each at its own (segment, offset).
-        self.assert_findings(r, {i: "truncated" for i in damaged})
+        self.assert_findings(r, {i: "truncated" for i in damaged}, orphans=self.archive_lost(r))
         # borg: `Segment entry data short read [segment S, offset O]` at A ends the segment
         # walk; the whole segment is dropped and every live object in it, including the intact
         # ones before the cut, is `<not found>`.
@@ -673,9 +690,9 @@ class DamageTest(unittest.TestCase):
         def damage(repo):
             os.unlink(segment_path(repo, self.a.segment))
         r, b = self.damaged_pair("unlink", damage)
-        self.assert_findings(r, {i: "missing" for i in self.segment_ids})
+        self.assert_findings(r, {i: "missing" for i in self.segment_ids}, orphans=self.archive_lost(r))
         # Plus one segment-level finding (no chunk id) naming the missing file.
-        seg_level = [f for f in r.findings if not f["chunk_id"]]
+        seg_level = [f for f in r.findings if not f["chunk_id"] and f["severity"] == "error"]
         self.assertEqual([(f["severity"], f["stage"], f["segment"]) for f in seg_level],
                          [("error", "missing", self.a.segment)], r.describe())
         # Here every object of the segment really is gone, so the sets agree exactly.

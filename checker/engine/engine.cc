@@ -1,0 +1,585 @@
+// RunEngine, in the phases listed in engine.h. The pieces, top to bottom:
+//   WindowRecycler   reuses read buffers (fragmentation and page faults: see below)
+//   UnitTracker      one unit's bytes in flight and progress, until its last block is released
+//   Engine           the run: workers, pool, the UnitSink each ReadUnit gets, verify tasks
+#include "checker/engine/engine.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "checker/base/stop_signal.h"
+#include "checker/engine/archive_pass.h"
+#include "checker/engine/byte_budget.h"
+#include "checker/engine/key_fallback.h"
+#include "checker/engine/object_filter.h"
+#include "checker/engine/partial_run.h"
+#include "checker/pool/work_stealing_pool.h"
+
+namespace borgcheck::engine {
+using report::Finding;
+using report::Reread;
+using report::Severity;
+
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// Recycles read buffers: up to kIdleWindows idle windows (kReadWindowBytes each) and one idle
+// larger buffer (an object bigger than a window: up to 8 MiB with borg's default chunker).
+// Allocated and freed through malloc at the rate the workers finish them, they fragmented
+// glibc's heap (peak RSS about 30 MiB above the budget on a 1 GB repository); mmapped afresh,
+// every window's pages fault in again (+0.2 s of kernel time per GB). Few are kept: idle buffers
+// stay resident while the budget is full of others.
+// Thread contract: safe for concurrent use (guarded by mu_). The reader takes; whichever worker
+// drops a block's last reference gives back.
+class WindowRecycler {
+ public:
+  static constexpr size_t kIdleWindows = 2;
+
+  ByteBuffer Take(uint64_t n) {
+    ByteBuffer b;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      // std::exchange, not a plain move: a moved-from ByteBuffer keeps its old capacity().
+      if (n <= kReadWindowBytes && !windows_.empty()) {
+        b = std::exchange(windows_.back(), ByteBuffer());
+        windows_.pop_back();
+      } else if (n > kReadWindowBytes && large_.capacity() >= n) {
+        b = std::exchange(large_, ByteBuffer());
+      }
+    }
+    if (b.capacity() == 0) b.Reserve(n <= kReadWindowBytes ? kReadWindowBytes : n);
+    b.Resize(n);
+    return b;
+  }
+
+  void Give(ByteBuffer&& b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (b.capacity() == kReadWindowBytes) {
+      if (windows_.size() < kIdleWindows) windows_.push_back(std::move(b));
+    } else if (b.capacity() > kReadWindowBytes && b.capacity() > large_.capacity()) {
+      large_ = std::move(b);  // keep the largest; the smaller one is freed
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<ByteBuffer> windows_;  // guarded by mu_; capacity kReadWindowBytes each
+  ByteBuffer large_;                 // guarded by mu_; capacity 0 when empty
+};
+
+// Calls the progress callback with snapshot() every 100 ms on a thread of its own, until
+// Finish(), which then sends the final record on the caller's thread. Without a callback it
+// starts no thread. Thread contract: construct, Finish and destroy on the main thread;
+// snapshot() runs on the progress thread and reads only atomics and const data.
+class ProgressReporter {
+ public:
+  ProgressReporter(const ProgressCallback& progress, std::function<report::Progress()> snapshot)
+      : progress_(progress), snapshot_(std::move(snapshot)) {
+    if (!progress_) return;
+    thread_ = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mu_);
+      while (!cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return done_; })) {
+        progress_(snapshot_(), false);
+      }
+    });
+  }
+  ProgressReporter(const ProgressReporter&) = delete;
+  ProgressReporter& operator=(const ProgressReporter&) = delete;
+  ~ProgressReporter() { Stop(); }
+
+  void Finish() {
+    if (!thread_.joinable()) return;
+    Stop();
+    progress_(snapshot_(), true);  // the final record carries the totals
+  }
+
+ private:
+  void Stop() {
+    if (!thread_.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  const ProgressCallback& progress_;
+  const std::function<report::Progress()> snapshot_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;  // guarded by mu_
+  std::thread thread_;
+};
+
+// One unit's accounting while its bytes are in flight. Shared by the unit's reader (one
+// reference, dropped when ReadUnit returns) and each of its blocks (released on whichever thread
+// drops the block). Progress: a block adds its progress_bytes when released, never more than
+// the unit's size in all; whatever the blocks did not account for (headers, skipped regions,
+// bytes read twice) is added when the last reference goes. A unit read on a worker holds its
+// whole size in the budget (`reserved`) until then.
+// Fields: const after construction, except the atomics.
+struct UnitTracker {
+  uint64_t unit_bytes = 0;
+  std::atomic<uint64_t>* bytes_done = nullptr;  // the engine's counter
+  ByteBudget* budget = nullptr;
+  uint64_t reserved = 0;                        // released by the destructor
+  PartialRun* partial = nullptr;                // told when the unit is done (partial_run.h)
+  size_t unit = 0;
+  bool whole = true;                            // every object of the unit was wanted
+  std::atomic<uint64_t> credited{0};
+
+  void Credit(uint64_t n) {
+    uint64_t before = credited.fetch_add(n, std::memory_order_relaxed);
+    if (before < unit_bytes) bytes_done->fetch_add(std::min(n, unit_bytes - before), std::memory_order_relaxed);
+  }
+  ~UnitTracker() {
+    uint64_t c = credited.load(std::memory_order_relaxed);
+    if (partial) partial->Released(unit, whole, c, unit_bytes);
+    if (c < unit_bytes) bytes_done->fetch_add(unit_bytes - c, std::memory_order_relaxed);
+    if (reserved) budget->Release(reserved);
+  }
+};
+
+// Per-worker state: owned by worker i, touched only by it while the pool runs; summed by the
+// main thread after the pool's Wait().
+struct WorkerState {
+  std::unique_ptr<ObjectVerifier> verifier;
+  uint64_t objects_verified = 0;
+  uint64_t stored_bytes = 0;
+  uint64_t plaintext_bytes = 0;
+  ByteBuffer reread;  // the second read of a failed object
+  std::vector<Bytes> stored;          // the current batch's objects, reused (VerifyBatch)
+  std::vector<ObjectResult> results;  // their results, reused
+};
+
+class Engine {
+ public:
+  Engine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress, const io::Env& env)
+      : source_(source),
+        opts_(options),
+        progress_(progress),
+        env_(env),
+        archives_(options, options.threads),
+        partial_(options, env) {}
+
+  CheckOutcome Run();
+
+ private:
+  class Sink;
+  // One verify task's objects: written by the reader, read by the worker that runs the task.
+  struct VerifyBatch {
+    std::shared_ptr<Block> block;
+    std::vector<ObjectRef> refs;
+    size_t unit = 0;
+  };
+
+  bool Stopping() const { return PendingStopSignal() != 0 || changed_.load(std::memory_order_relaxed); }
+  std::shared_ptr<Block> TakeBlock(const std::shared_ptr<UnitTracker>& tracker, bool from_budget,
+                                   uint64_t file_offset, uint64_t n);
+  void SubmitObjects(size_t unit, std::shared_ptr<Block> block, std::vector<ObjectRef> refs);
+  void Verify(const VerifyBatch& b, size_t worker);
+  void ReadOneUnit(size_t unit, std::shared_ptr<UnitTracker> tracker, bool from_budget);
+  void ReadAll();
+  // The findings and summary of a run that ends now: `finished` (Finish ran) or not (a signal,
+  // a vanished unit, an internal error); saves the state.
+  void Summarize(CheckOutcome& out, bool finished, bool by_signal, double started_unix,
+                 std::chrono::steady_clock::time_point start, bool findings_taken = false);
+
+  ObjectSource& source_;
+  const CheckOptions& opts_;
+  const ProgressCallback& progress_;
+  const io::Env& env_;
+
+  // const after planning (read by every thread)
+  Plan plan_;
+  ObjectFilter filter_;  // what Sink::Wants asks; configured before the pool starts
+  ArchivePass archives_;  // the archive pass (archive_pass.h): main thread only
+  PartialRun partial_;    // schedule, time budget, state, coverage (partial_run.h)
+
+  // own synchronisation
+  report::FindingSink sink_;
+  std::unique_ptr<ByteBudget> budget_;
+  WindowRecycler recycler_;  // outlives every block (declared before pool_)
+  std::atomic<uint64_t> bytes_done_{0};
+  std::atomic<uint64_t> objects_done_{0};
+  std::atomic<bool> changed_{false};
+  std::unique_ptr<pool::WorkStealingPool> pool_;
+  std::vector<WorkerState> workers_;  // element i: worker i only
+};
+
+// The UnitSink of one unit: used by the thread that reads the unit.
+class Engine::Sink final : public UnitSink {
+ public:
+  Sink(Engine& e, size_t unit, std::shared_ptr<UnitTracker> tracker, bool from_budget)
+      : e_(e), unit_(unit), tracker_(std::move(tracker)), from_budget_(from_budget) {}
+
+  bool Wants(const ChunkId& id) const override { return e_.filter_.Wants(id); }
+  bool WantsAll() const override { return e_.filter_.WantsAll(); }
+  std::shared_ptr<Block> TakeBlock(uint64_t file_offset, uint64_t n) override {
+    return e_.TakeBlock(tracker_, from_budget_, file_offset, n);
+  }
+  void Objects(std::shared_ptr<Block> block, std::vector<ObjectRef> refs) override {
+    e_.SubmitObjects(unit_, std::move(block), std::move(refs));
+  }
+  void Finding(report::Finding f, bool object_done) override {
+    e_.partial_.Finding(unit_, f.severity == Severity::kError);
+    e_.sink_.Add(std::move(f));
+    if (object_done) e_.objects_done_.fetch_add(1, std::memory_order_relaxed);
+  }
+  void Vanished() override { e_.changed_.store(true); }
+  bool Stopping() const override { return e_.Stopping(); }
+
+ private:
+  Engine& e_;
+  const size_t unit_;
+  const std::shared_ptr<UnitTracker> tracker_;
+  const bool from_budget_;
+};
+
+std::shared_ptr<Block> Engine::TakeBlock(const std::shared_ptr<UnitTracker>& tracker, bool from_budget,
+                                         uint64_t file_offset, uint64_t n) {
+  if (from_budget) budget_->Acquire(n);
+  auto* b = new Block();
+  b->data = recycler_.Take(n);
+  b->file_offset = file_offset;
+  b->progress_bytes = n;
+  ByteBudget* budget = from_budget ? budget_.get() : nullptr;
+  WindowRecycler* recycler = &recycler_;
+  // The deleter runs on whichever thread drops the last reference. Recycle before releasing the
+  // budget: the reader may be waiting for it.
+  return std::shared_ptr<Block>(b, [tracker, budget, recycler, n](Block* blk) {
+    const uint64_t progress = blk->progress_bytes;
+    recycler->Give(std::move(blk->data));
+    delete blk;
+    if (budget) budget->Release(n);
+    tracker->Credit(progress);
+  });
+}
+
+void Engine::SubmitObjects(size_t unit, std::shared_ptr<Block> block, std::vector<ObjectRef> refs) {
+  partial_.Submitted(unit, refs.size());
+  size_t i = 0;
+  while (i < refs.size()) {
+    auto batch = std::make_shared<VerifyBatch>();
+    batch->block = block;
+    batch->unit = unit;
+    uint64_t bytes = 0;
+    while (i < refs.size() && bytes < kBatchBytes && batch->refs.size() < kBatchObjects) {
+      bytes += refs[i].size;
+      batch->refs.push_back(refs[i++]);
+    }
+    pool_->Submit([this, batch](size_t worker) { Verify(*batch, worker); });
+  }
+}
+
+void Engine::Verify(const VerifyBatch& b, size_t worker) {
+  WorkerState& ws = workers_[worker];
+  const ReadUnit& unit = plan_.units[b.unit];
+  if (Stopping()) return;
+  // The whole batch in one call, so that a verifier can hash several objects at once (hash
+  // lanes); each object's result is then handled as if it had been verified alone.
+  ws.stored.clear();
+  for (const ObjectRef& ref : b.refs) ws.stored.push_back(b.block->data.view().subspan(ref.pos, ref.size));
+  ws.results.assign(b.refs.size(), ObjectResult());
+  ws.verifier->VerifyBatch(ws.stored, b.refs, ws.results);
+  for (size_t i = 0; i < b.refs.size(); ++i) {
+    if (Stopping()) return;
+    const ObjectRef& ref = b.refs[i];
+    const bool counted = ref.role != ObjectRole::kSuperseded;
+    auto passed = [&](Bytes stored, uint64_t plaintext_bytes) {
+      if (!counted) return;
+      ws.objects_verified++;
+      ws.stored_bytes += stored.size();
+      ws.plaintext_bytes += plaintext_bytes;
+    };
+    const Bytes stored = ws.stored[i];
+    std::optional<Verdict>& fail = ws.results[i].verdict;
+    if (!fail) {
+      passed(stored, ws.results[i].plaintext_bytes);
+      if (counted) objects_done_.fetch_add(1, std::memory_order_relaxed);
+      partial_.Verified(b.unit);
+      continue;
+    }
+    // 5. The second read.
+    Reread reread = Reread::kNotReread;
+    Severity severity = fail->severity;
+    switch (io::ReadAgain(env_, unit.path, ref.file_offset, stored, ws.reread)) {
+      case io::SecondRead::kUnreadable:
+        break;
+      case io::SecondRead::kSame:
+        reread = Reread::kAgreed;
+        break;
+      case io::SecondRead::kDifferent:
+        reread = Reread::kDiffered;
+        if (!ws.verifier->Verify(ws.reread.view(), ref)) {
+          reread = Reread::kPassed;
+          severity = Severity::kWarning;
+          passed(ws.reread.view(), ws.verifier->plaintext().size());
+        }
+        break;
+    }
+    // 6. Roles.
+    std::string msg = std::move(fail->message);
+    if (ref.role == ObjectRole::kSuperseded) {
+      severity = Severity::kWarning;
+      msg += " (in a superseded entry: no current object is affected)";
+    } else if (ref.role == ObjectRole::kOrphan) {
+      msg += " (an object in no index fragment)";
+    }
+    if (reread == Reread::kPassed) msg += "; the second read verified (a transient read error?)";
+    Finding f = report::MakeFinding(severity, fail->stage, unit.location.At(ref.file_offset), &ref.id, std::move(msg));
+    f.reread = reread;
+    partial_.Finding(b.unit, f.severity == Severity::kError);  // before Verified: the unit's mark needs it
+    sink_.Add(std::move(f));
+    if (counted) objects_done_.fetch_add(1, std::memory_order_relaxed);
+    partial_.Verified(b.unit);
+  }
+}
+
+void Engine::ReadOneUnit(size_t unit, std::shared_ptr<UnitTracker> tracker, bool from_budget) {
+  Sink sink(*this, unit, std::move(tracker), from_budget);
+  source_.ReadUnit(unit, sink);
+  partial_.ReadReturned(unit, Stopping());
+}
+
+void Engine::ReadAll() {
+  // The schedule's units (all of them, in plan order, unless the state or a time budget says
+  // otherwise: partial_run.h); no unit starts once the time budget is spent.
+  for (size_t u : partial_.order()) {
+    if (Stopping() || partial_.OutOfTime()) break;
+    if (plan_.in_order && !partial_.MayStart()) break;
+    auto tracker = std::make_shared<UnitTracker>();
+    tracker->unit_bytes = plan_.units[u].bytes;
+    tracker->bytes_done = &bytes_done_;
+    tracker->budget = budget_.get();
+    tracker->partial = &partial_;
+    tracker->unit = u;
+    tracker->whole = filter_.WantsAll();
+    if (plan_.in_order) {
+      ReadOneUnit(u, std::move(tracker), true);
+      continue;
+    }
+    // A unit read on a worker holds its whole size from here until its last block is verified
+    // (or the task is dropped): workers never wait for the budget, so they cannot all wait for
+    // each other.
+    budget_->Acquire(tracker->unit_bytes);
+    tracker->reserved = tracker->unit_bytes;
+    pool_->Submit([this, u, tracker](size_t) mutable {
+      if (partial_.MayStart()) ReadOneUnit(u, std::move(tracker), false);
+    });
+  }
+}
+
+CheckOutcome Engine::Run() {
+  CheckOutcome out;
+  const auto start = std::chrono::steady_clock::now();
+  report::RunSummary& sum = out.summary;
+  sum.repository = opts_.repository;
+  sum.verify_data = opts_.verify_data;
+  sum.threads = opts_.threads;
+
+  // 1. Plan.
+  Result<Plan> plan = source_.MakePlan();
+  if (!plan.ok()) {
+    out.status = plan.status();
+    return out;
+  }
+  plan_ = std::move(plan).value();
+  sum.repository_id = plan_.repository_id;
+  const double started_unix = partial_.Now();
+
+  // Partial runs: the state, --min-interval, the slice and the sample, the schedule.
+  Result<bool> go = partial_.Prepare(plan_, filter_, sum, out.warnings);
+  if (!go.ok()) {
+    out.status = go.status();
+    return out;
+  }
+  if (!*go) {  // --min-interval: verified recently enough, nothing to do
+    sum.format = plan_.format;
+    sum.unit_noun = plan_.unit_noun;
+    sum.live_list_source = plan_.live_list_source;
+    sum.transaction = plan_.transaction.value_or(0);
+    sum.objects_total = plan_.objects_total;
+    return out;
+  }
+
+  // 2. Key, before any thread exists. A key that cannot be loaded still lets the repository
+  // layer be checked (key_fallback.h).
+  KeyFallback key_fallback;
+  if (opts_.verify_data) {
+    if (Status s = source_.LoadKey(plan_); !s.ok()) {
+      if (!KeyFallback::FallsBack(s)) {
+        out.status = s;
+        return out;
+      }
+      key_fallback.Failed(std::move(s));
+      source_.FallBackToKeyless();
+      partial_.FallBackToKeyless();
+      sum.verify_data = false;
+    }
+  }
+  sum.mode = source_.ModeName();
+  for (Finding& f : plan_.findings) sink_.Add(std::move(f));
+  plan_.findings.clear();
+  sum.format = plan_.format;
+  sum.unit_noun = plan_.unit_noun;
+  sum.live_list_source = plan_.live_list_source;
+  sum.transaction = plan_.transaction.value_or(0);
+  sum.notes = plan_.notes;
+  if (key_fallback.active()) sum.notes.push_back(key_fallback.Note());
+  else archives_.Start(source_, sink_, sum.notes);  // list and select the archives (verify-data)
+  sum.objects_total = plan_.objects_total;
+  const uint64_t total_bytes = partial_.scheduled_bytes();  // progress: the units this run reads
+
+  // 3. Workers, budget, pool.
+  const unsigned threads = std::max(1u, opts_.threads);
+  workers_.resize(threads);
+  for (WorkerState& w : workers_) {
+    Result<std::unique_ptr<ObjectVerifier>> v = source_.MakeVerifier();
+    if (!v.ok()) {
+      out.status = v.status();
+      return out;
+    }
+    w.verifier = std::move(v).value();
+  }
+  budget_ = std::make_unique<ByteBudget>(std::max<uint64_t>(kMinInFlight, uint64_t(threads) * plan_.in_flight_per_thread));
+  pool_ = std::make_unique<pool::WorkStealingPool>(threads);
+  // A selection walks its archives first and verifies only the objects they reference.
+  if (Status s = archives_.WalkFirst(filter_, plan_); !s.ok()) {
+    out.status = s;
+    return out;
+  }
+
+  partial_.StartReading(filter_);
+
+  // 4-6. Read and verify.
+  ProgressReporter progress(progress_, [&] {
+    report::Progress p;
+    p.bytes_done = std::min(bytes_done_.load(std::memory_order_relaxed), total_bytes);
+    p.bytes_total = total_bytes;
+    p.objects_done = objects_done_.load(std::memory_order_relaxed);
+    p.objects_total = std::max(plan_.objects_total, p.objects_done);
+    p.elapsed_s = SecondsSince(start);
+    return p;
+  });
+  Status internal;
+  auto stop_after = [&](std::string what) {
+    pool_->RequestStop();
+    try {
+      pool_->Wait();
+    } catch (...) {
+    }
+    internal = Status(StatusCode::kInternal, "internal error: " + std::move(what));
+  };
+  try {
+    ReadAll();
+    pool_->Wait();
+  } catch (const std::exception& e) {
+    stop_after(e.what());
+  } catch (...) {  // a task may throw anything: it must not escape the run (std::terminate)
+    stop_after("an exception that is not a std::exception");
+  }
+  progress.Finish();
+  pool_.reset();
+
+  // 7. Stop and change. A signal still reports what the run found so far.
+  if (int sig = PendingStopSignal()) {
+    SetInterrupted(out, sig);
+    Summarize(out, false, true, started_unix, start);
+    return out;
+  }
+  if (!internal.ok()) {
+    out.status = internal;
+    Summarize(out, false, false, started_unix, start);  // saves the units verified before it
+    return out;
+  }
+  if (changed_.load() || source_.ChangedSinceStart()) {
+    out.status = Status(StatusCode::kRepositoryChanged,
+                        fmt::format("repository changed during check (a {} vanished or a new transaction was "
+                                    "committed): no verdict. Run again when borg is not writing to it",
+                                    plan_.unit_noun));
+    Summarize(out, false, false, started_unix, start);  // the units verified before still count
+    return out;
+  }
+
+  // 8. Finish and summary.
+  for (const WorkerState& w : workers_) {
+    sum.objects_verified += w.objects_verified;
+    sum.stored_bytes += w.stored_bytes;
+    sum.plaintext_bytes += w.plaintext_bytes;
+  }
+  std::vector<ObjectVerifier*> verifiers;
+  for (WorkerState& w : workers_) verifiers.push_back(w.verifier.get());
+  const std::vector<uint8_t> unit_read = partial_.UnitsRead();
+  FinishContext ctx{sink_, sum, verifiers, partial_.Complete(), unit_read};
+  source_.Finish(ctx);
+  workers_.clear();
+  if (int sig = PendingStopSignal()) {  // Finish may read a manifest: a signal there still counts
+    SetInterrupted(out, sig);
+    Summarize(out, false, true, started_unix, start);
+    return out;
+  }
+  out.findings = sink_.Sorted();
+  archives_.Finish(out.findings, sum);  // walk, affected uses, archive findings, orphans
+  if (int sig = PendingStopSignal()) {
+    SetInterrupted(out, sig);
+    Summarize(out, false, true, started_unix, start, /*findings_taken=*/true);
+    return out;
+  }
+  out.status = key_fallback.Resolve(out.findings);  // the key's status unless damage was found
+  for (const Finding& f : out.findings) report::CountFinding(f, sum);
+  sum.elapsed_s = SecondsSince(start);
+  out.state_status = partial_.Close(sum, true, false, started_unix);
+  return out;
+}
+
+void Engine::Summarize(CheckOutcome& out, bool finished, bool by_signal, double started_unix,
+                       std::chrono::steady_clock::time_point start, bool findings_taken) {
+  report::RunSummary& sum = out.summary;
+  if (!workers_.empty()) {  // else Finish ran: the totals are in the summary already
+    sum.objects_verified = sum.stored_bytes = sum.plaintext_bytes = 0;
+    for (const WorkerState& w : workers_) {
+      sum.objects_verified += w.objects_verified;
+      sum.stored_bytes += w.stored_bytes;
+      sum.plaintext_bytes += w.plaintext_bytes;
+    }
+  }
+  if (!findings_taken) out.findings = sink_.Sorted();
+  sum.findings_by_stage = {};
+  sum.errors = sum.io_errors = sum.warnings = 0;
+  for (const Finding& f : out.findings) report::CountFinding(f, sum);
+  sum.elapsed_s = SecondsSince(start);
+  out.state_status = partial_.Close(sum, finished, by_signal, started_unix);
+  out.partial_report = by_signal;
+}
+
+}  // namespace
+
+void SetInterrupted(CheckOutcome& out, int signo) {
+  out.stop_signal = signo;
+  out.status = Status(StatusCode::kInterrupted, fmt::format("stopped by signal {} before the check finished", signo));
+}
+
+CheckOutcome RunEngine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress,
+                       const io::Env& env) {
+  Engine e(source, options, progress, env);
+  CheckOutcome out = e.Run();
+  // A stop signal the run did not see itself (it came while planning or unlocking the key).
+  if (int sig = PendingStopSignal(); sig && !out.stop_signal) SetInterrupted(out, sig);
+  return out;
+}
+
+}  // namespace borgcheck::engine

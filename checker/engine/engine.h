@@ -1,0 +1,74 @@
+// The check engine: the one control flow of every repository generation (restic's single
+// checking pipeline). A generation supplies an ObjectSource (object_source.h) and its
+// ObjectVerifier (object_verifier.h); RunEngine does the rest:
+//   1. plan (source), findings of planning to the sink;
+//   2. key (source, verify-data only), before any worker thread exists;
+//   3. one verifier per worker, the pool, the budget of bytes in flight;
+//   4. read: units in order on this thread (segment logs) or on workers (packs); the objects
+//      handed over are cut into batches (kBatchBytes / kBatchObjects) and verified on workers;
+//   5. the one second-read policy: every object that fails is read once more from its file
+//      before it is reported. The same bytes: "agreed", the damage is on disk; other bytes
+//      that fail too: "differed", unstable storage; other bytes that verify: "passed", a
+//      warning (a transient read error), and the object counts as verified. Finding::reread
+//      always says which; a read that could not be made is "not-reread";
+//   6. the one wording and counting policy for object roles (object_verifier.h): superseded
+//      entries are warnings and not counted, orphans are counted and say so;
+//   7. stop (a signal) and "repository changed" (a unit vanished, or the source says so):
+//      no verdict;
+//   8. finish (source), then the summary: findings sorted by location (identical for every
+//      thread count), counted by stage and severity.
+//
+// Budget: bytes in flight (read, not yet verified) are at most max(kMinInFlight, threads x
+// plan.in_flight_per_thread); one object or unit larger than that is let through alone.
+//
+// Thread contract: RunEngine runs on the caller's (main) thread and returns when every thread
+// it started has stopped. The source and the Env must outlive the call.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "checker/base/status.h"
+#include "checker/engine/check_options.h"
+#include "checker/engine/object_source.h"
+#include "checker/io/env.h"
+#include "checker/report/finding.h"
+#include "checker/report/output.h"
+#include "checker/report/summary.h"
+
+namespace borgcheck::engine {
+
+inline constexpr uint64_t kMinInFlight = 16ull << 20;
+inline constexpr uint64_t kBatchBytes = 256 << 10;  // verify work per task
+inline constexpr size_t kBatchObjects = 256;
+
+struct CheckOutcome {
+  Status status;                          // non-ok: the run could not start or finish
+  report::RunSummary summary;
+  std::vector<report::Finding> findings;  // sorted by location
+  int stop_signal = 0;                    // the signal that stopped the run, if any
+  // A run a signal stopped after reading began: status is kInterrupted, and yet `findings`
+  // (every one made so far) and `summary` (partial: complete false, stopped "signal") are
+  // valid and are to be printed (docs/nightly.md).
+  bool partial_report = false;
+  // Warnings about the state (a corrupt state file set aside, a folder that is not writable):
+  // not findings, for stderr (text) and the summary's notes (JSON).
+  std::vector<std::string> warnings;
+  // Non-ok: the state file could not be saved; the check itself is valid (main: exit 2 unless
+  // integrity errors were found).
+  Status state_status;
+};
+
+// Called with a snapshot at most 10 times a second from the progress thread, and once more with
+// final = true on the main thread after the last object (the totals reached).
+using ProgressCallback = std::function<void(const report::Progress&, bool final)>;
+
+CheckOutcome RunEngine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress,
+                       const io::Env& env);
+
+// The outcome of a run a signal stopped: kInterrupted, naming the signal.
+void SetInterrupted(CheckOutcome& out, int signo);
+
+}  // namespace borgcheck::engine

@@ -1,0 +1,424 @@
+#include "checker/engine/partial_run.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <tuple>
+
+namespace borgcheck::engine {
+namespace {
+
+// The record of a unit if it still describes the file (same identity), else null.
+const UnitRecord* CurrentRecord(const StateFile* state, const UnitView& u) {
+  if (!state || !u.identity) return nullptr;
+  auto it = state->units.find(u.key);
+  if (it == state->units.end() || !(it->second.identity == *u.identity)) return nullptr;
+  return &it->second;
+}
+
+bool Within(double at, double now, double max_age_s) { return max_age_s <= 0 || now - at <= max_age_s; }
+
+}  // namespace
+
+std::string UnitKey(const report::Location& where) {
+  if (where.segment) return "segment " + std::to_string(*where.segment);
+  return where.item;
+}
+
+UnitResult ResultOf(uint64_t errors, uint64_t warnings) {
+  return errors ? UnitResult::kErrors : warnings ? UnitResult::kWarnings : UnitResult::kClean;
+}
+
+Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units, const ScheduleOptions& o) {
+  // (class, last verified, plan index): class 0 not on disk, 1 had findings, 2 never verified,
+  // 3 verified.
+  std::vector<std::tuple<int, double, size_t>> due;
+  Schedule s;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const UnitView& u = units[i];
+    if (!u.on_disk) {
+      due.emplace_back(0, 0.0, i);
+      continue;
+    }
+    const UnitRecord* r = CurrentRecord(state, u);
+    std::optional<UnitMark> m = r ? r->MarkFor(o.level) : std::nullopt;
+    if (!m) {
+      // A slice run may have done this slice already (the unit is not yet verified whole).
+      if (r && o.slice && o.max_age_s > 0 && r->slices_t == o.slice->t && r->slices_level >= o.level) {
+        auto k = r->slices.find(o.slice->k);
+        if (k != r->slices.end() && k->second.result == UnitResult::kClean && Within(k->second.at, o.now, o.max_age_s)) {
+          s.not_due++;
+          continue;
+        }
+      }
+      const bool findings = r && std::any_of(r->slices.begin(), r->slices.end(), [](const auto& kv) {
+                              return kv.second.result != UnitResult::kClean;
+                            });
+      due.emplace_back(findings ? 1 : 2, 0.0, i);
+      continue;
+    }
+    if (m->result != UnitResult::kClean) {
+      due.emplace_back(1, m->at, i);
+      continue;
+    }
+    if (o.max_age_s > 0 && Within(m->at, o.now, o.max_age_s)) {
+      s.not_due++;
+      continue;
+    }
+    due.emplace_back(3, m->at, i);
+  }
+  if (o.time_budget) {
+    std::sort(due.begin(), due.end());
+  } else {
+    std::sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return std::get<2>(a) < std::get<2>(b); });
+  }
+  for (const auto& d : due) s.order.push_back(std::get<2>(d));
+  return s;
+}
+
+report::RunSummary::Coverage ComputeCoverage(const StateFile& state, const std::vector<UnitView>& units,
+                                             CheckLevel level, double now, double max_age_s) {
+  report::RunSummary::Coverage c;
+  c.max_age_s = max_age_s;
+  uint64_t total = 0, verified = 0;
+  double oldest = std::numeric_limits<double>::infinity();
+  for (const UnitView& u : units) {
+    if (!u.on_disk) continue;
+    total += u.bytes;
+    const UnitRecord* r = CurrentRecord(&state, u);
+    std::optional<UnitMark> m = r ? r->MarkFor(level) : std::nullopt;
+    if (!m) {
+      c.units_never_verified++;
+      continue;
+    }
+    oldest = std::min(oldest, m->at);
+    if (Within(m->at, now, max_age_s)) {
+      c.units_verified++;
+      verified += u.bytes;
+    }
+  }
+  c.ratio = total ? double(verified) / double(total) : 1.0;
+  c.oldest_verified_at = c.units_never_verified || oldest == std::numeric_limits<double>::infinity() ? 0 : oldest;
+  double full = 0;
+  if (const auto& f = state.Full(level)) full = f->completed_at;
+  if (level == CheckLevel::kCrc && state.full_data) full = std::max(full, state.full_data->completed_at);
+  c.full_verification_at = full;
+  return c;
+}
+
+StateRecorder::StateRecorder(StateDir& dir, StateFile state, std::vector<UnitView> units, CheckLevel level,
+                             bool marks, std::optional<ObjectFilter::Slice> slice, double checkpoint_s,
+                             std::function<double()> now)
+    : dir_(dir),
+      units_(std::move(units)),
+      level_(level),
+      marks_(marks),
+      slice_(slice),
+      checkpoint_s_(checkpoint_s > 0 ? checkpoint_s : kDefaultCheckpointS),
+      now_(std::move(now)),
+      state_(std::move(state)) {
+  last_save_ = now_();
+}
+
+void StateRecorder::UnitVerified(size_t unit, UnitResult result) {
+  if (!marks_ || unit >= units_.size() || !units_[unit].identity) return;
+  const UnitView& u = units_[unit];
+  std::lock_guard<std::mutex> lock(mu_);
+  const double now = now_();
+  UnitRecord& r = state_.units[u.key];
+  if (!(r.identity == *u.identity)) {  // another file now: its marks are void
+    r = UnitRecord();
+    r.identity = *u.identity;
+  }
+  std::optional<UnitMark>& mark = level_ == CheckLevel::kData ? r.data : r.crc;
+  if (!slice_) {
+    mark = UnitMark{now, now, result, false};
+    if (r.slices_level == level_) {
+      r.slices.clear();
+      r.slices_t = 0;
+    }
+  } else {
+    if (r.slices_t != slice_->t || r.slices_level != level_) {
+      r.slices.clear();
+      r.slices_t = slice_->t;
+      r.slices_level = level_;
+    }
+    r.slices[slice_->k] = SliceMark{now, result};
+    if (r.slices.size() == slice_->t) {
+      UnitMark m{now, now, UnitResult::kClean, true};
+      for (const auto& [k, s] : r.slices) {
+        m.at = std::min(m.at, s.at);
+        m.result = std::max(m.result, s.result);
+      }
+      mark = m;
+      r.slices.clear();
+      r.slices_t = 0;
+    }
+  }
+  dirty_ = true;
+  if (now - last_save_ >= checkpoint_s_) SaveLocked();
+}
+
+void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complete) {
+  std::lock_guard<std::mutex> lock(mu_);
+  state_.last_run_at = now_();
+  state_.last_run_errors = errors;
+  state_.last_run_warnings = warnings;
+  state_.last_run_complete = complete;
+  dirty_ = true;
+}
+
+// A full verification completes when every unit on disk has a mark made after the previous one
+// completed (a sweep); `since` is the oldest mark of the sweep.
+void StateRecorder::UpdateFullLocked() {
+  for (CheckLevel level : {CheckLevel::kCrc, CheckLevel::kData}) {
+    if (level == CheckLevel::kData && level_ != CheckLevel::kData) continue;
+    const double previous = state_.Full(level) ? state_.Full(level)->completed_at : -1;
+    double since = std::numeric_limits<double>::infinity(), completed = 0;
+    bool clean = true, all = true;
+    for (const UnitView& u : units_) {
+      if (!u.on_disk) continue;
+      const UnitRecord* r = CurrentRecord(&state_, u);
+      std::optional<UnitMark> m = r ? r->MarkFor(level) : std::nullopt;
+      if (!m || m->done_at <= previous) {
+        all = false;
+        break;
+      }
+      since = std::min(since, m->at);
+      completed = std::max(completed, m->done_at);
+      clean &= m->result == UnitResult::kClean;
+    }
+    if (all && completed > 0) state_.Full(level) = FullVerification{completed, since, clean};
+  }
+}
+
+void StateRecorder::SaveLocked() {
+  UpdateFullLocked();
+  StateFile out = state_;
+  // Only the units of this plan: compacted-away segments and deleted packs leave the file.
+  out.units.clear();
+  for (const UnitView& u : units_) {
+    auto it = state_.units.find(u.key);
+    if (it != state_.units.end()) out.units.insert(*it);
+  }
+  out.updated_at = now_();
+  last_save_ = out.updated_at;
+  if (!dir_.writable()) {
+    if (save_status_.ok()) {
+      save_status_ = Status(StatusCode::kIoError, "the state folder is not writable: this run's verification was not "
+                                                  "recorded in " + dir_.path());
+    }
+    return;
+  }
+  Status s = dir_.Save(out);
+  if (!s.ok() && save_status_.ok()) save_status_ = s;
+  if (s.ok()) dirty_ = false;
+}
+
+Status StateRecorder::Close() {
+  std::lock_guard<std::mutex> lock(mu_);
+  SaveLocked();
+  return save_status_;
+}
+
+StateFile StateRecorder::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  StateFile s = state_;
+  return s;
+}
+
+}  // namespace borgcheck::engine
+
+namespace borgcheck::engine {
+namespace {
+
+double WallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+PartialRun::PartialRun(const CheckOptions& options, const io::Env& env)
+    : opts_(options), env_(env), start_unix_(options.now_unix > 0 ? options.now_unix : WallNow()) {}
+
+PartialRun::~PartialRun() = default;
+
+double PartialRun::Now() const {
+  return start_unix_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report::RunSummary& sum,
+                                 std::vector<std::string>& warnings) {
+  level_ = opts_.verify_data ? CheckLevel::kData : CheckLevel::kCrc;
+  unit_count_ = plan.units.size();
+  units_.reset(new UnitCounters[unit_count_]);
+  const bool use_state = !opts_.state_dir.empty();
+  for (const ReadUnit& u : plan.units) {
+    UnitView v;
+    v.key = UnitKey(u.location);
+    v.bytes = u.bytes;
+    v.on_disk = u.on_disk;
+    if (u.on_disk) {
+      total_bytes_ += u.bytes;
+      units_on_disk_++;
+      if (use_state) {
+        if (Result<io::FileStat> st = env_.Stat(u.path); st.ok() && st->type == io::EntryType::kRegular) {
+          v.identity = UnitIdentity{st->size, st->mtime_ns, st->inode};
+        }
+      }
+    }
+    views_.push_back(std::move(v));
+  }
+
+  // The filter: a slice and a sample (a byte count is a share of this repository's bytes).
+  if (opts_.subset_t > 1) {
+    filter.SetSlice(opts_.subset_k, opts_.subset_t);
+    sum.subset = std::to_string(opts_.subset_k) + "/" + std::to_string(opts_.subset_t);
+    sum.subset_label = opts_.subset_label.empty() ? sum.subset : opts_.subset_label;
+  }
+  double fraction = opts_.sample_fraction;
+  if (opts_.sample_bytes) fraction = total_bytes_ ? double(opts_.sample_bytes) / double(total_bytes_) : 1.0;
+  if (fraction >= 1) fraction = 0;  // 100%, or a size at least the repository's: a full run
+  if (fraction > 0) {
+    filter.SetSample(fraction, opts_.sample_seed);
+    sum.sample_fraction = fraction;
+    sum.sample_seed = opts_.sample_seed;
+  }
+  sum.max_duration_s = opts_.max_duration_s;
+
+  // The state.
+  if (use_state) {
+    if (plan.repository_id.empty()) {
+      warnings.push_back("the repository id is unknown: this run reads no state and saves none");
+    } else {
+      Result<StateDir::Opened> opened = StateDir::Open(opts_.state_dir, plan.repository_id);
+      if (!opened.ok()) return opened.status();
+      for (std::string& w : opened->warnings) warnings.push_back(std::move(w));
+      dir_ = std::move(opened->dir);
+      state_ = std::move(opened->state);
+      state_.repository = opts_.repository;
+      have_state_ = true;
+    }
+  }
+
+  // --min-interval: a clean full verification within it, nothing found since, nothing known
+  // to be wrong now (the plan's findings): nothing to do.
+  if (opts_.min_interval_s > 0 && have_state_) {
+    std::optional<FullVerification> full = state_.Full(level_);
+    if (level_ == CheckLevel::kCrc && state_.full_data &&
+        (!full || state_.full_data->completed_at > full->completed_at)) {
+      full = state_.full_data;
+    }
+    const double now = Now();
+    if (full && full->clean && now - full->completed_at < opts_.min_interval_s && state_.last_run_at &&
+        state_.last_run_errors == 0 && state_.last_run_warnings == 0 && plan.findings.empty()) {
+      sum.skipped = true;
+      sum.complete = false;
+      sum.has_coverage = true;
+      sum.coverage = ComputeCoverage(state_, views_, level_, now, opts_.max_age_s);
+      sum.coverage.state_file = dir_->path();
+      sum.units_total = units_on_disk_;
+      sum.bytes_total = total_bytes_;
+      sum.bytes_skipped = total_bytes_;
+      return false;
+    }
+  }
+
+  ScheduleOptions so;
+  so.level = level_;
+  so.now = Now();
+  so.max_age_s = opts_.max_age_s;
+  if (opts_.subset_t > 1 && fraction <= 0) so.slice = ObjectFilter::Slice{opts_.subset_k, opts_.subset_t};
+  so.time_budget = opts_.max_duration_s > 0;
+  Schedule s = MakeSchedule(have_state_ ? &state_ : nullptr, views_, so);
+  order_ = std::move(s.order);
+  not_due_ = s.not_due;
+  size_t last = 0;
+  bool first = true;
+  for (size_t u : order_) {
+    scheduled_bytes_ += views_[u].bytes;
+    if (!views_[u].on_disk) continue;
+    if (!first && u < last) in_plan_order_ = false;
+    last = u;
+    first = false;
+  }
+  return true;
+}
+
+void PartialRun::StartReading(const ObjectFilter& filter) {
+  wants_all_ = filter.WantsAll();
+  if (!have_state_) return;
+  // Whole units are marked when every object is wanted; slices when a slice is all that is
+  // selected; a sample or an id selection proves nothing about a unit.
+  const bool slice_only = !wants_all_ && filter.slice() && !filter.sample_fraction() && !filter.has_wanted_ids();
+  std::optional<ObjectFilter::Slice> slice;
+  if (slice_only) slice = filter.slice();
+  recorder_ = std::make_unique<StateRecorder>(*dir_, std::move(state_), views_, level_, wants_all_ || slice_only,
+                                              slice, opts_.checkpoint_interval_s, [this] { return Now(); });
+}
+
+bool PartialRun::MayStart() {
+  if (OutOfTime() && started_.load() > 0) return false;
+  started_.fetch_add(1);
+  return true;
+}
+
+bool PartialRun::OutOfTime() {
+  if (opts_.max_duration_s <= 0 || started_.load() == 0) return false;
+  if (out_of_time_.load(std::memory_order_relaxed)) return true;
+  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() < opts_.max_duration_s) {
+    return false;
+  }
+  out_of_time_.store(true);
+  return true;
+}
+
+void PartialRun::Released(size_t unit, bool whole, uint64_t credited, uint64_t unit_bytes) {
+  UnitCounters& c = units_[unit];
+  const bool read = c.read.load(std::memory_order_acquire) != 0;
+  bytes_read_.fetch_add(whole && read ? unit_bytes : std::min(credited, unit_bytes), std::memory_order_relaxed);
+  if (!read || c.done.load() != c.submitted.load()) return;
+  c.completed.store(1, std::memory_order_release);
+  if (recorder_) recorder_->UnitVerified(unit, ResultOf(c.errors.load(), c.warnings.load()));
+}
+
+bool PartialRun::Complete() const {
+  if (!wants_all_ || not_due_ || !in_plan_order_ || order_.size() != unit_count_) return false;
+  for (size_t u = 0; u < unit_count_; ++u) {
+    if (!units_[u].completed.load(std::memory_order_acquire)) return false;
+  }
+  return true;
+}
+
+std::vector<uint8_t> PartialRun::UnitsRead() const {
+  std::vector<uint8_t> read(unit_count_);
+  for (size_t u = 0; u < unit_count_; ++u) read[u] = units_[u].read.load(std::memory_order_acquire);
+  return read;
+}
+
+Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix) {
+  sum.complete = finished && Complete();
+  sum.stopped = stopped_by_signal ? "signal" : out_of_time_.load() ? "time-budget" : "";
+  sum.bytes_total = total_bytes_;
+  sum.bytes_read = std::min(bytes_read_.load(), total_bytes_);
+  sum.bytes_skipped = total_bytes_ - sum.bytes_read;
+  sum.units_total = units_on_disk_;
+  sum.units_not_due = not_due_;
+  sum.segments = 0;
+  for (size_t u = 0; u < unit_count_; ++u) sum.segments += views_[u].on_disk && units_[u].read.load();
+  if (!recorder_) {
+    if (sum.complete) {
+      sum.has_coverage = true;
+      sum.coverage = report::RunSummary::Coverage{1.0, 0, units_on_disk_, 0, Now(), started_unix, ""};
+    }
+    return Status::Ok();
+  }
+  if (finished) recorder_->RunFinished(sum.errors, sum.warnings, sum.complete);
+  Status saved = recorder_->Close();
+  sum.has_coverage = true;
+  sum.coverage = ComputeCoverage(recorder_->Snapshot(), views_, level_, Now(), opts_.max_age_s);
+  sum.coverage.state_file = recorder_->path();
+  return saved;
+}
+
+}  // namespace borgcheck::engine

@@ -1,0 +1,209 @@
+// Partial runs: which units a run reads and in what order (the schedule), what it records in
+// the state file as it goes (the StateRecorder), and the coverage the summary reports. The
+// engine (engine.cc) calls these; the state file itself is unit_state.h.
+//
+// The schedule (docs/nightly.md "Order"): units that are not on disk first (their loss is
+// reported every run, reading costs nothing), then units whose last result had findings (always
+// re-verified), then units never verified (or whose identity changed: compacted, replaced), in
+// plan order, then the rest by when they were last verified, oldest first. With --max-age, a unit
+// verified clean within it is not due and is left out; without, every unit is due and a time
+// budget decides how far down the list a run gets. A run without a time budget reads its units
+// in plan (disk) order: it reads them all anyway, and borg 1.x's index-vs-log comparison needs
+// plan order.
+//
+// Marks (unit_state.h): a unit is marked only after every object the run wanted from it was
+// verified and its findings were recorded (the engine calls UnitVerified from the unit's last
+// reference), so a crash or kill -9 can only lose marks, never make one up. A run that wants
+// every object marks units "whole"; a slice run (--subset, nothing else) adds slice k of t and
+// marks the unit once all t slices are done; a sample or an id selection marks nothing.
+//
+// Thread contract: MakeSchedule and ComputeCoverage are pure. StateRecorder is safe for
+// concurrent use (mu_): workers call UnitVerified, the main thread the rest.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checker/base/status.h"
+#include "checker/engine/check_options.h"
+#include "checker/engine/object_filter.h"
+#include "checker/engine/object_source.h"
+#include "checker/engine/unit_state.h"
+#include "checker/io/env.h"
+#include "checker/report/finding.h"
+#include "checker/report/summary.h"
+
+namespace borgcheck::engine {
+
+inline constexpr double kDefaultCheckpointS = 60;
+
+// One unit of the plan as the state sees it.
+struct UnitView {
+  std::string key;   // UnitKey(location)
+  uint64_t bytes = 0;
+  bool on_disk = true;
+  std::optional<UnitIdentity> identity;  // nullopt: could not be stat'ed (never marked)
+};
+
+// "segment 12", "pack <64 hex>": the state's name of a unit.
+std::string UnitKey(const report::Location& where);
+
+struct ScheduleOptions {
+  CheckLevel level = CheckLevel::kData;
+  double now = 0;
+  double max_age_s = 0;                      // 0: every unit is due
+  std::optional<ObjectFilter::Slice> slice;  // a slice run: a unit with this slice done is not due
+  bool time_budget = false;                  // false: plan order
+};
+
+struct Schedule {
+  std::vector<size_t> order;  // plan indices to read, in read order
+  size_t not_due = 0;         // units left out: verified (clean) within --max-age
+};
+
+Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units, const ScheduleOptions& o);
+
+// What the summary's coverage says, from the state (after this run's marks).
+report::RunSummary::Coverage ComputeCoverage(const StateFile& state, const std::vector<UnitView>& units,
+                                             CheckLevel level, double now, double max_age_s);
+
+// The worst result of a unit's findings.
+UnitResult ResultOf(uint64_t errors, uint64_t warnings);
+
+class StateRecorder {
+ public:
+  // `now` gives the Unix time of each mark. `marks`: whether this run marks units at all (see
+  // above); `slice`: the slice a slice run marks.
+  StateRecorder(StateDir& dir, StateFile state, std::vector<UnitView> units, CheckLevel level,
+                bool marks, std::optional<ObjectFilter::Slice> slice, double checkpoint_s,
+                std::function<double()> now);
+
+  // Unit `unit` (plan index) was read and every object it was asked for verified. Saves a
+  // checkpoint when checkpoint_s passed since the last save.
+  void UnitVerified(size_t unit, UnitResult result);
+
+  // The run finished (Finish ran): its findings and whether it checked everything, for
+  // --min-interval. Not called for a run a signal stopped.
+  void RunFinished(uint64_t errors, uint64_t warnings, bool complete);
+
+  // The final save. Returns the first save error of the run (checkpoints included).
+  Status Close();
+
+  // The state after this run's marks (for the coverage), and where it is kept.
+  StateFile Snapshot() const;
+  const std::vector<UnitView>& units() const { return units_; }
+  const std::string& path() const { return dir_.path(); }
+
+ private:
+  void SaveLocked();           // requires mu_
+  void UpdateFullLocked();     // requires mu_
+
+  StateDir& dir_;
+  const std::vector<UnitView> units_;
+  const CheckLevel level_;
+  const bool marks_;
+  const std::optional<ObjectFilter::Slice> slice_;
+  const double checkpoint_s_;
+  const std::function<double()> now_;
+
+  mutable std::mutex mu_;
+  StateFile state_;       // guarded by mu_
+  double last_save_ = 0;  // guarded by mu_
+  bool dirty_ = false;    // guarded by mu_
+  Status save_status_;    // guarded by mu_: the first failure
+};
+
+// One run's partial-run bookkeeping, for the engine: the state, the schedule, the time budget,
+// per-unit counters and the summary's partial and coverage fields. Prepare and the summary
+// calls run on the main thread; the per-unit calls on whichever thread reads or verifies the
+// unit (atomics); the schedule and filter decisions are const once reading starts.
+class PartialRun {
+ public:
+  PartialRun(const CheckOptions& options, const io::Env& env);
+  ~PartialRun();
+
+  // After planning: opens the state (when options.state_dir is set), decides --min-interval,
+  // configures the filter's slice and sample, stats the units and makes the schedule.
+  // Returns false when the run is to do nothing (--min-interval: `sum` says why); a non-ok
+  // status refuses the run (a state of another repository or a newer version, a held state
+  // lock). Warnings for the user (a corrupt state set aside, a folder that is not writable)
+  // go to `warnings`.
+  Result<bool> Prepare(const Plan& plan, ObjectFilter& filter, report::RunSummary& sum,
+                       std::vector<std::string>& warnings);
+  // Right before reading (the filter is final): how units will be marked.
+  void StartReading(const ObjectFilter& filter);
+
+  const std::vector<size_t>& order() const { return order_; }
+  uint64_t scheduled_bytes() const { return scheduled_bytes_; }
+  // The key could not be loaded (key_fallback.h): this run checks CRCs only, so it records CRC
+  // marks. Before StartReading.
+  void FallBackToKeyless() { level_ = CheckLevel::kCrc; }
+  // The time budget (--max-duration): whether no further unit is to be started. A run starts at
+  // least one unit however long planning took, so that a rotation always advances.
+  bool OutOfTime();
+  // Right before a unit is read: false when the budget is spent (then the unit is not read).
+  bool MayStart();
+
+  // Per unit (plan index), from the threads that read and verify it.
+  void Submitted(size_t unit, size_t refs) { units_[unit].submitted.fetch_add(refs, std::memory_order_relaxed); }
+  void Verified(size_t unit) { units_[unit].done.fetch_add(1, std::memory_order_relaxed); }
+  void Finding(size_t unit, bool error) {
+    (error ? units_[unit].errors : units_[unit].warnings).fetch_add(1, std::memory_order_relaxed);
+  }
+  // ReadUnit returned; `stopping`: a stop (signal, vanished unit) may have cut it short.
+  void ReadReturned(size_t unit, bool stopping) {
+    if (!stopping) units_[unit].read.store(1, std::memory_order_release);
+  }
+  // The unit's last reference is gone: every block released, every batch verified or dropped.
+  // Marks the unit in the state when it was read and all its objects verified.
+  void Released(size_t unit, bool whole, uint64_t credited, uint64_t unit_bytes);
+
+  // For Finish.
+  bool Complete() const;  // see FinishContext::complete (valid after the pool is done)
+  std::vector<uint8_t> UnitsRead() const;
+
+  // The summary's partial-run fields and coverage. `finished`: Finish ran (not a signal stop);
+  // `stopped_by_signal`. Closes the state (the final save); the state's save error, if any.
+  Status Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix);
+
+  double Now() const;
+
+ private:
+  struct UnitCounters {
+    std::atomic<uint64_t> submitted{0}, done{0}, errors{0}, warnings{0};
+    std::atomic<uint8_t> read{0}, completed{0};
+  };
+
+  const CheckOptions& opts_;
+  const io::Env& env_;
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  const double start_unix_;
+
+  // const after Prepare / StartReading
+  CheckLevel level_ = CheckLevel::kData;
+  std::vector<UnitView> views_;
+  std::vector<size_t> order_;
+  bool in_plan_order_ = true;
+  size_t not_due_ = 0;
+  uint64_t scheduled_bytes_ = 0, total_bytes_ = 0, units_on_disk_ = 0;
+  bool wants_all_ = true;
+  std::unique_ptr<StateDir> dir_;
+  StateFile state_;          // until StartReading hands it to the recorder
+  bool have_state_ = false;
+  std::unique_ptr<StateRecorder> recorder_;
+  std::unique_ptr<UnitCounters[]> units_;
+  size_t unit_count_ = 0;
+
+  std::atomic<bool> out_of_time_{false};
+  std::atomic<uint64_t> started_{0};
+  std::atomic<uint64_t> bytes_read_{0};
+};
+
+}  // namespace borgcheck::engine

@@ -1,0 +1,151 @@
+// The state of partial runs (--max-duration, --max-age, --min-interval, slices), kept outside
+// the repository: per read unit (segment file, pack; never per chunk, so it stays small) when
+// it was last verified, at which level, and with what result. docs/nightly.md documents the
+// format and the location; this file is the one place that reads and writes it.
+//
+// Location: <base>/<repository id>/state.json, with <base> from --state-dir, else
+// $STATE_DIRECTORY (systemd's StateDirectory=; its first entry), else $XDG_STATE_HOME/borgcheck,
+// else ~/.local/state/borgcheck (the CLI picks it). Beside it: `lock` (flock'ed by the run that
+// uses the state) and, after a corrupt file was found, `state.json.corrupt`.
+//
+// Format (JSON, version kStateVersion):
+//   {"borgcheck_state": 1, "repository_id": "<64 hex>", "repository": "<path last checked>",
+//    "updated_at": <unix s>,
+//    "last_run": {"finished_at": <unix s>, "errors": N, "warnings": N, "complete": bool},
+//    "full_verification": {"data"|"crc": {"completed_at": <unix s>, "since": <unix s>,
+//                                         "clean": bool}},
+//    "units": {"segment 12" | "pack <64 hex>": {
+//        "size": N, "mtime_ns": N, "inode": N,                 the unit's identity
+//        "data"|"crc": {"at": <unix s>, "done_at": <unix s>,   a whole verification
+//                       "result": "clean"|"warnings"|"errors", "how": "whole"|"slices"},
+//        "slices": {"level": "data"|"crc", "t": T,              slices done towards one
+//                   "done": {"<k>": {"at": <unix s>, "result": ...}}}}}}
+// A unit is "verified" at a level when it has a mark of that level (or "data" for "crc"): every
+// live object of it passed through the check at `at` (for "slices": the oldest slice; `done_at`
+// is when the last slice was done). A unit whose identity (size, mtime, inode) differs from the
+// file's, or that is not in the file, is unverified: a compacted repository's new segments, a
+// segment number reused after a rolled-back transaction, a copied repository.
+//
+// Thread contract: StateFile and the functions on it are values and pure functions. A StateDir
+// is used from one thread at a time (the engine's StateRecorder serialises its calls).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "checker/base/status.h"
+
+namespace borgcheck::engine {
+
+inline constexpr int kStateVersion = 1;
+inline constexpr const char* kStateFileName = "state.json";
+
+enum class CheckLevel : uint8_t { kCrc = 0, kData = 1 };  // keyless, --verify-data
+enum class UnitResult : uint8_t { kClean = 0, kWarnings = 1, kErrors = 2 };
+
+const char* CheckLevelName(CheckLevel l);
+const char* UnitResultName(UnitResult r);
+
+struct UnitIdentity {
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;
+  uint64_t inode = 0;
+  bool operator==(const UnitIdentity&) const = default;
+};
+
+struct UnitMark {
+  double at = 0;       // when its objects were verified (the oldest part)
+  double done_at = 0;  // when the mark was completed
+  UnitResult result = UnitResult::kClean;
+  bool by_slices = false;  // "how": "slices" (no unit-wide checks ran) or "whole"
+};
+
+struct SliceMark {
+  double at = 0;
+  UnitResult result = UnitResult::kClean;
+};
+
+struct UnitRecord {
+  UnitIdentity identity;
+  std::optional<UnitMark> data, crc;
+  // Slices towards the next mark: one level and one t at a time (another resets them).
+  CheckLevel slices_level = CheckLevel::kData;
+  uint32_t slices_t = 0;  // 0: none
+  std::map<uint32_t, SliceMark> slices;
+
+  // The mark that counts for a run at `level` (a data mark counts for crc too; the newer wins).
+  std::optional<UnitMark> MarkFor(CheckLevel level) const;
+};
+
+struct FullVerification {
+  double completed_at = 0;  // when the last unit of the sweep was verified
+  double since = 0;         // the oldest mark of that sweep
+  bool clean = false;       // every unit of the sweep was clean
+};
+
+struct StateFile {
+  std::string repository_id;
+  std::string repository;
+  double updated_at = 0;
+  // The last run that finished (Finish ran): its findings, whether it checked everything.
+  std::optional<double> last_run_at;
+  uint64_t last_run_errors = 0, last_run_warnings = 0;
+  bool last_run_complete = false;
+  std::optional<FullVerification> full_data, full_crc;
+  std::map<std::string, UnitRecord> units;
+
+  std::optional<FullVerification>& Full(CheckLevel l) { return l == CheckLevel::kData ? full_data : full_crc; }
+  const std::optional<FullVerification>& Full(CheckLevel l) const {
+    return l == CheckLevel::kData ? full_data : full_crc;
+  }
+};
+
+std::string FormatState(const StateFile& s);
+
+// Parses a state file. kUnsupported: written by a newer borgcheck (its version is in the
+// message); kCorruptMetadata: not a state file of any version (the reason in the message).
+Result<StateFile> ParseState(std::string_view text);
+
+// The state folder of one repository, locked for the run.
+class StateDir {
+ public:
+  // What Open found, besides the state.
+  struct Opened {
+    std::unique_ptr<StateDir> dir;
+    StateFile state;              // empty (repository_id set) when there was none
+    std::vector<std::string> warnings;  // corrupt file set aside, folder not writable
+  };
+
+  // Opens (creating it, mode 0700) <base>/<repository_id>/, takes its lock and reads the state.
+  //   - another run holds the lock: kIoError ("another borgcheck run is using ...");
+  //   - the state is of another repository, or of a newer version: kInvalidArgument, refused;
+  //   - a corrupt state file: renamed to state.json.corrupt (kept for inspection), a warning,
+  //     and the run starts from an empty state (everything unverified: the safe direction);
+  //   - a folder that cannot be created or written: a warning; the state is read if it can be
+  //     and nothing will be saved (writable() is false).
+  static Result<Opened> Open(const std::string& base, const std::string& repository_id);
+
+  ~StateDir();
+  StateDir(const StateDir&) = delete;
+  StateDir& operator=(const StateDir&) = delete;
+
+  // Replaces state.json atomically: a temporary file in the same folder, fsync, rename, fsync
+  // of the folder. A reader (or a crash) sees the old file or the new one, never a mix.
+  Status Save(const StateFile& s);
+
+  bool writable() const { return writable_; }
+  const std::string& path() const { return path_; }  // of state.json
+
+ private:
+  StateDir() = default;
+  std::string dir_, path_;
+  int lock_fd_ = -1;
+  bool writable_ = true;
+};
+
+}  // namespace borgcheck::engine

@@ -1,0 +1,88 @@
+// The file-system seam (leveldb's Env is the model): every byte borgcheck reads from a
+// repository, and every directory it lists, goes through an Env. The real one is read-only by
+// construction: it opens with O_RDONLY and has no call that writes, so "never modify a
+// repository" is checkable here. Tests substitute a FaultEnv (fault_env.h) that fails opens or
+// reads, flips a bit on the Nth read only, slows reads down, or makes a file vanish.
+//
+// Errors, as the sources classify them:
+//   kNotFound        the path does not exist (ENOENT, ENOTDIR)
+//   kCorruptMetadata the path exists but is not a regular file (a directory, FIFO, socket or
+//                    device where a file should be: that is damage, and it is never opened in a
+//                    way that could block)
+//   kIoError         it exists and cannot be read: EACCES, EIO, a short read; the message carries
+//                    the errno text. "Could not check", never "damaged".
+//
+// Thread contract: an Env is safe for concurrent use (Default() is stateless; FaultEnv guards
+// its counters). A File is owned by one thread at a time; ReadAt is const and may be called
+// concurrently on one File (pread), but the code never shares one.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checker/base/bytes.h"
+#include "checker/base/status.h"
+
+namespace borgcheck::io {
+
+// One open regular file.
+class File {
+ public:
+  virtual ~File() = default;
+  // The size when it was opened.
+  virtual uint64_t size() const = 0;
+  // Reads exactly n bytes at offset into dst; kIoError on a short read or an error.
+  virtual Status ReadAt(uint64_t offset, size_t n, uint8_t* dst) const = 0;
+};
+
+enum class EntryType { kRegular, kDirectory, kOther };
+
+struct DirEntry {
+  std::string name;
+  EntryType type = EntryType::kOther;
+};
+
+struct FileStat {
+  EntryType type = EntryType::kOther;
+  uint64_t size = 0;
+  int64_t mtime_ns = 0;  // st_mtim, nanoseconds since the epoch
+  uint64_t inode = 0;    // st_ino
+  const char* type_name = "";  // "regular file", "directory", "FIFO", "socket", "device", "symlink"
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+
+  // Opens a regular file read-only (see the error classes above). Never blocks on a FIFO.
+  virtual Result<std::unique_ptr<File>> Open(const std::string& path) const = 0;
+  // The entries of a directory except "." and "..", in no particular order. kNotFound,
+  // kCorruptMetadata (not a directory), kIoError.
+  virtual Result<std::vector<DirEntry>> List(const std::string& dir) const = 0;
+  // stat(2), following symlinks. kNotFound, kIoError.
+  virtual Result<FileStat> Stat(const std::string& path) const = 0;
+
+  // A whole small file (config, index, key file, manifest) into a string. Refuses files larger
+  // than max_size with kCorruptMetadata before allocating (sizes from disk are untrusted).
+  Result<std::string> ReadWholeFile(const std::string& path, uint64_t max_size) const;
+
+  // The real, read-only file system.
+  static const Env& Default();
+};
+
+// What a second read of bytes that failed a check found (the one re-read policy: see
+// checker/engine/engine.h).
+enum class SecondRead {
+  kUnreadable,  // the file could not be opened or read again
+  kSame,        // the same bytes
+  kDifferent,   // other bytes (now in `scratch`)
+};
+
+// Reads first.size() bytes at `offset` of `path` into `scratch` and compares them with `first`.
+// Safe for concurrent use (each caller passes its own scratch).
+SecondRead ReadAgain(const Env& env, const std::string& path, uint64_t offset, Bytes first,
+                     ByteBuffer& scratch);
+
+}  // namespace borgcheck::io

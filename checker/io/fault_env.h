@@ -1,0 +1,76 @@
+// A test-only Env that injects faults into another Env (restic's errorOnceBackend, leveldb's
+// fault-injection env): failed opens, failed reads, a byte flipped on the Nth read only, a file
+// that vanishes after it was listed, slow reads. Rules match paths by suffix and are set before
+// the run; the Env then counts opens and reads per rule.
+//
+// Thread contract: rules are set on one thread before the Env is used; after that every method
+// is safe for concurrent use (counters guarded by mu_). Never used outside tests and benchmarks;
+// the borgcheck binary makes one only for the test-only read delay (BORGCHECK_TEST_READ_DELAY_US,
+// behind BORGCHECK_TEST_HOOKS: checker/cli/partial_args.h).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "checker/io/env.h"
+
+namespace borgcheck::io {
+
+class FaultEnv final : public Env {
+ public:
+  explicit FaultEnv(const Env& base = Env::Default()) : base_(base) {}
+
+  // Opens of paths ending with `suffix` fail with `code` and "<path>: <message>".
+  void FailOpen(std::string suffix, StatusCode code = StatusCode::kIoError,
+                std::string message = "Permission denied");
+  // Reads of such files that cover byte `offset` (-1: every read) fail with EIO.
+  void FailRead(std::string suffix, int64_t offset = -1);
+  // Among the reads of such files that cover byte `offset`, the nth (1-based) returns that byte
+  // XOR `mask`; the others are clean. nth = 0: every such read is flipped.
+  void FlipOnRead(std::string suffix, uint64_t offset, unsigned nth, uint8_t mask = 0x01);
+  // After `opens` successful opens of such a file it is gone: Open and Stat say kNotFound and
+  // List leaves it out.
+  void VanishAfterOpens(std::string suffix, unsigned opens);
+  // Every read sleeps `per_read` first (a slow disk).
+  void DelayReads(std::chrono::microseconds per_read) { delay_ = per_read; }
+
+  // How many reads of files ending with `suffix` were made.
+  unsigned Reads(const std::string& suffix) const;
+
+  Result<std::unique_ptr<File>> Open(const std::string& path) const override;
+  Result<std::vector<DirEntry>> List(const std::string& dir) const override;
+  Result<FileStat> Stat(const std::string& path) const override;
+
+ private:
+  enum class Kind { kFailOpen, kFailRead, kFlip, kVanish };
+  struct Rule {
+    Kind kind = Kind::kFailOpen;
+    std::string suffix;
+    StatusCode code = StatusCode::kIoError;
+    std::string message;
+    int64_t offset = -1;
+    unsigned nth = 0;
+    uint8_t mask = 0;
+    unsigned count = 0;  // guarded by mu_: opens (kVanish) or covering reads (kFlip)
+  };
+  static Rule MakeRule(Kind kind, std::string suffix);
+  class FaultFile;
+  friend class FaultFile;
+
+  static bool EndsWith(const std::string& s, const std::string& suffix);
+  bool Vanished(const std::string& path) const;  // requires mu_
+  // Applies the read rules to one read of `path`: kIoError, or flips bytes of dst.
+  Status AfterRead(const std::string& path, uint64_t offset, size_t n, uint8_t* dst) const;
+
+  const Env& base_;
+  std::chrono::microseconds delay_{0};  // const while in use
+  mutable std::mutex mu_;
+  mutable std::vector<Rule> rules_;  // the rules are const while in use; their counters guarded by mu_
+  mutable std::vector<std::pair<std::string, unsigned>> reads_;  // guarded by mu_
+};
+
+}  // namespace borgcheck::io

@@ -1,0 +1,143 @@
+#include "checker/repo/borg1/borg1_archives.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "checker/base/secure_bytes.h"
+#include "checker/crypto/tam.h"
+#include "checker/repo/borg1/borg1_verifier.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/segment_log/segment_format.h"
+#include "checker/repo/chunk_id.h"
+
+namespace borgcheck::repo {
+namespace {
+
+using archive::FetchProblem;
+using archive::FetchStatus;
+using archive::ObjectKind;
+
+class Borg1Archives final : public engine::ArchiveSource, public archive::ObjectFetcher {
+ public:
+  Borg1Archives(const io::Env& env, const RepositoryPlan& plan, crypto::KeyMode mode, const crypto::KeyMaterial* key)
+      : env_(env),
+        plan_(plan),
+        mode_(mode),
+        key_(key ? std::optional<crypto::KeyMaterial>(*key) : std::nullopt),
+        verifiers_([this] { return std::make_unique<Borg1Verifier>(true, mode_, key_ ? &*key_ : nullptr); }) {
+    // The plan sorts its live list by id in index mode; a log replay has no such list.
+    if (plan_.live_by_id.empty()) {
+      own_by_id_.resize(plan_.live.size());
+      for (uint32_t i = 0; i < own_by_id_.size(); ++i) own_by_id_[i] = i;
+      std::sort(own_by_id_.begin(), own_by_id_.end(),
+                [&](uint32_t a, uint32_t b) { return plan_.live[a].id < plan_.live[b].id; });
+    }
+    for (const SegmentFile& s : plan_.segments) paths_[s.number] = &s.path;
+  }
+
+  archive::Generation generation() const override { return archive::Generation::kBorg1; }
+  Result<engine::ArchiveList> ListArchives() override {
+    return engine::ListArchivesFromManifest(*this, archive::Generation::kBorg1);
+  }
+  size_t ObjectCount() const override { return plan_.live.size(); }
+  std::optional<size_t> Find(const ChunkId& id) const override {
+    const std::vector<uint32_t>& by_id = by_id_list();
+    auto it = std::lower_bound(by_id.begin(), by_id.end(), id,
+                               [&](uint32_t i, const ChunkId& k) { return plan_.live[i].id < k; });
+    if (it == by_id.end() || plan_.live[*it].id != id) return std::nullopt;
+    return *it;
+  }
+  ChunkId IdAt(size_t i) const override { return plan_.live[i].id; }
+  archive::ObjectFetcher& fetcher() override { return *this; }
+
+  FetchStatus Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plaintext, FetchProblem& problem) override;
+  std::optional<FetchProblem> VerifyArchive(const ChunkId& id, Bytes plaintext,
+                                            const archive::ArchiveInfo& info) override;
+
+ private:
+  const std::vector<uint32_t>& by_id_list() const { return plan_.live_by_id.empty() ? own_by_id_ : plan_.live_by_id; }
+  static FetchStatus Damaged(FetchProblem& p, report::Stage stage, std::string why) {
+    p.stage = stage;
+    p.message = std::move(why);
+    return FetchStatus::kDamaged;
+  }
+
+  const io::Env& env_;
+  const RepositoryPlan& plan_;
+  const crypto::KeyMode mode_;
+  const std::optional<crypto::KeyMaterial> key_;
+  std::vector<uint32_t> own_by_id_;                 // const after construction
+  std::map<uint32_t, const std::string*> paths_;    // committed segment -> path; const
+  engine::VerifierPool<Borg1Verifier> verifiers_;
+};
+
+FetchStatus Borg1Archives::Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plaintext, FetchProblem& problem) {
+  const std::optional<size_t> i = Find(id);
+  if (!i) return FetchStatus::kMissing;
+  const LiveObject& o = plan_.live[*i];
+  auto path = paths_.find(o.segment);
+  if (path == paths_.end()) return FetchStatus::kMissing;  // its segment file is gone
+  Result<std::unique_ptr<io::File>> f = env_.Open(*path->second);
+  if (!f.ok()) return Damaged(problem, report::Stage::kMissing, "cannot open " + *path->second + ": " + f.status().message());
+  const uint64_t size = (*f)->size();
+  if (o.offset >= size) return Damaged(problem, report::Stage::kTruncated, "the segment ends before this object");
+  uint8_t hdr[kHeaderSizeWithKey];
+  const size_t n = size_t(std::min<uint64_t>(sizeof hdr, size - o.offset));
+  if (!(*f)->ReadAt(o.offset, n, hdr).ok()) return Damaged(problem, report::Stage::kMissing, "read error");
+  EntryHeader h;
+  std::string why;
+  if (ParseEntryHeader(Bytes(hdr, n), size - o.offset, h, &why) != HeaderParse::kOk) {
+    return Damaged(problem, report::Stage::kEntryCrc, "no valid entry at the indexed location: " + why);
+  }
+  if (h.tag != kTagPut || std::memcmp(h.key, id.data(), 32) != 0) {
+    return Damaged(problem, report::Stage::kMissing, "the entry at the indexed location is not this chunk's PUT");
+  }
+  ByteBuffer entry;
+  entry.Resize(h.size);
+  if (!(*f)->ReadAt(o.offset, h.size, entry.data()).ok()) return Damaged(problem, report::Stage::kMissing, "read error");
+  engine::VerifierPool<Borg1Verifier>::Handle v = verifiers_.Take();
+  if (!v.get() || !v->status().ok()) return Damaged(problem, report::Stage::kEnvelope, "cannot set up the object crypto");
+  engine::ObjectRef ref;
+  ref.id = id;
+  ref.file_offset = o.offset;
+  ref.size = h.size;
+  if (std::optional<engine::Verdict> fail = v->Verify(entry.view(), ref)) {
+    return Damaged(problem, fail->stage, fail->message);
+  }
+  plaintext.Assign(v->plaintext());
+  return FetchStatus::kOk;
+}
+
+std::optional<FetchProblem> Borg1Archives::VerifyArchive(const ChunkId&, Bytes plaintext,
+                                                         const archive::ArchiveInfo& info) {
+  std::optional<Bytes> ikm;
+  SecureBytes material;
+  if (crypto::NeedsKey(mode_) && key_) {
+    material = SecureBytes(key_->id_key.view());
+    material.Append(key_->enc_key.view());
+    material.Append(key_->enc_hmac_key.view());
+    ikm = material.view();
+  }
+  const crypto::TamResult tam = crypto::VerifyTamWithIkm(plaintext, ikm, "archive");
+  const bool required = crypto::NeedsKey(mode_) && key_ && key_->tam_required;
+  if (tam.outcome == crypto::TamOutcome::kVerified) return std::nullopt;
+  if (tam.outcome == crypto::TamOutcome::kAbsent && !required) return std::nullopt;
+  return FetchProblem{report::Stage::kAuthentication,
+                      "Archive TAM authentication issue for archive " + info.name + ": " +
+                          (tam.outcome == crypto::TamOutcome::kAbsent
+                               ? std::string("no TAM although the key requires one (borg 1.2.5+ and 1.4 refuse it)")
+                               : tam.message)};
+}
+
+}  // namespace
+
+std::unique_ptr<engine::ArchiveSource> MakeBorg1ArchiveSource(const io::Env& env, const RepositoryPlan& plan,
+                                                              crypto::KeyMode mode, const crypto::KeyMaterial* key) {
+  return std::make_unique<Borg1Archives>(env, plan, mode, key);
+}
+
+}  // namespace borgcheck::repo

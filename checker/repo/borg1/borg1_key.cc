@@ -1,0 +1,41 @@
+#include "checker/repo/borg1/borg1_key.h"
+
+#include <optional>
+#include <utility>
+
+#include "checker/keys/key_files.h"
+#include "checker/keys/unlock.h"
+
+namespace borgcheck::repo {
+
+Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& repo_path, const RepoConfig& config,
+                                         crypto::KeyMode mode) {
+  Result<keys::KeyText> located = keys::LocateKey(env, repo_path, config.id_hex, {keys::KeysDirectory()},
+                                                  crypto::KeyInKeyFile(mode), config.key_base64,
+                                                  crypto::KeyModeName(mode));
+  if (!located.ok()) return located.status();
+  const std::string& where = located->where;
+  const std::string& base64 = located->base64;
+  std::optional<crypto::KeyMaterial> material;
+  keys::Candidate candidate{where, [&](const std::string& passphrase) -> Status {
+                              Result<crypto::KeyMaterial> r = crypto::DecryptKeyBlob(base64, passphrase);
+                              if (!r.ok()) return r.status();
+                              // A repokey in this repository's config is used whatever its id
+                              // (keys/key_identity.h); the caller reports a mismatch.
+                              if (r->repository_id != config.id && where != "config") {
+                                return Status(StatusCode::kKeyFileMismatch,
+                                              "the key in " + where + " belongs to repository " +
+                                                  ToHex(AsBytes(r->repository_id)) + ", not to " + repo_path +
+                                                  " (" + config.id_hex + ")");
+                              }
+                              material = std::move(r).value();
+                              return Status::Ok();
+                            }};
+  keys::UnlockOptions options;
+  options.prompt = "Enter passphrase for key " + where + ": ";
+  Result<size_t> won = keys::Unlock({candidate}, options);
+  if (!won.ok()) return won.status();
+  return std::move(*material);
+}
+
+}  // namespace borgcheck::repo

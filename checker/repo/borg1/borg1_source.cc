@@ -1,0 +1,729 @@
+#include "checker/repo/borg1/borg1_source.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "checker/crypto/tam.h"
+#include "checker/keys/key_identity.h"
+#include "checker/repo/borg1/borg1_archives.h"
+#include "checker/repo/borg1/borg1_key.h"
+#include "checker/repo/borg1/borg1_plan.h"
+#include "checker/repo/borg1/borg1_verifier.h"
+#include "checker/repo/chunk_id.h"
+#include "checker/repo/segment_log/segment_entry.h"
+#include "checker/repo/segment_log/segment_format.h"
+#include "checker/repo/segment_log/segment_records.h"
+
+namespace borgcheck::repo {
+using engine::ObjectRef;
+using report::Finding;
+using report::Location;
+using report::MakeFinding;
+using report::Severity;
+using report::Stage;
+
+namespace {
+
+constexpr size_t kModeProbes = 16;  // live objects asked for the mode after the manifest
+
+// One unit: a committed segment, or one the live list names that is missing.
+struct Unit {
+  SegmentFile segment;
+  bool missing = false;
+  std::string absent_reason;  // missing: "is empty (0 bytes)", "is a FIFO, not a segment file", or ""
+  uint64_t limit = 0;   // bytes that belong to the log (its size, or the final COMMIT's end)
+  size_t lo = 0, hi = 0;  // its live objects: plan_.live[lo, hi)
+};
+
+class Borg1Source final : public engine::ObjectSource {
+ public:
+  Borg1Source(const engine::CheckOptions& opts, const io::Env& env)
+      : opts_(opts), env_(env), verify_data_(opts.verify_data) {}
+
+  Result<engine::Plan> MakePlan() override;
+  Status LoadKey(engine::Plan& plan) override;
+  void FallBackToKeyless() override {
+    verify_data_ = false;
+    mode_known_ = false;
+    mode_ = crypto::KeyMode::kNone;
+    key_.reset();
+  }
+  std::string ModeName() const override { return mode_known_ ? std::string(crypto::KeyModeName(mode_)) : std::string(); }
+  Result<std::unique_ptr<engine::ObjectVerifier>> MakeVerifier() const override;
+  void ReadUnit(size_t index, engine::UnitSink& sink) override;
+  bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
+  void Finish(engine::FinishContext& ctx) override;
+  std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {
+    if (!mode_known_) return nullptr;
+    return MakeBorg1ArchiveSource(env_, plan_, mode_, key_ ? &*key_ : nullptr);
+  }
+  bool HasArchives() const override { return true; }
+
+ private:
+  // The reader of one unit; state lives for one ReadUnit call.
+  class SegmentReader;
+
+  std::optional<ByteBuffer> ReadEntryAt(const std::string& path, uint64_t offset) const;
+  void NoteEntry(engine::UnitSink& sink, uint32_t segment, uint64_t off, const EntryHeader& h, bool live_match);
+  // The index places `o` at an entry that is not its PUT (another chunk's, a DELETE, a COMMIT).
+  void NoteMisplaced(const LiveObject& o, const EntryHeader& h);
+  // Verifies the log's entry at (segment, offset) as chunk `id` on this thread (Finish): the
+  // log's copy of an object the index misplaces or does not list. True when it verified.
+  bool VerifyFromLog(engine::FinishContext& ctx, const ChunkId& id, uint32_t segment, uint32_t offset,
+                     const std::string& what) const;
+  void ResolveMisplaced(engine::FinishContext& ctx);
+  void FinishIndexComparison(engine::FinishContext& ctx) const;
+  void CheckManifest(engine::FinishContext& ctx) const;
+
+  const engine::CheckOptions& opts_;
+  const io::Env& env_;
+  bool verify_data_;  // opts_.verify_data until FallBackToKeyless
+
+  // const after LoadKey (read by the workers)
+  RepoConfig config_;
+  RepositoryPlan plan_;
+  std::vector<Unit> units_;
+  std::optional<uint32_t> index_txn_at_start_;
+  crypto::KeyMode mode_ = crypto::KeyMode::kNone;
+  bool mode_known_ = false;
+  std::optional<crypto::KeyMaterial> key_;
+  // The hash lanes' MAC and id functions (crypto::MakeBorg1LaneHashes): made by the first
+  // MakeVerifier (main thread, before the pool), then const and shared by every worker's
+  // verifier. Empty without lanes (CheckOptions::hash_lanes false, keyless, or no mode).
+  mutable std::optional<crypto::Borg1LaneHashes> lane_hashes_;
+  mutable bool lane_hashes_made_ = false;
+
+  // Reading thread only: the index-vs-log comparison (index mode). PUTs of the log that are not
+  // the live entry of their id, still unexplained (no later DELETE or live PUT).
+  std::unordered_map<ChunkId, std::pair<uint32_t, uint32_t>, IdHash> unexplained_puts_;
+  // Live objects the index places at an entry that is not their PUT: where, and what is there.
+  struct Misplaced {
+    uint32_t segment = 0, offset = 0;
+    std::string found;  // "chunk <hex>'s entry", "a DELETE entry of chunk <hex>", "a COMMIT entry"
+  };
+  std::map<ChunkId, Misplaced> misplaced_;
+};
+
+Result<engine::Plan> Borg1Source::MakePlan() {
+  Result<RepoConfig> config = IdentifyRepository(env_, opts_.repository, {opts_.bypass_lock});
+  if (!config.ok()) return config.status();
+  config_ = std::move(config).value();
+  index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
+  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_);
+  if (!planned.ok()) return planned.status();
+  plan_ = std::move(planned).value();
+
+  // Units in segment order, committed and missing, with the live range of each (the live list
+  // is sorted the same way).
+  for (const SegmentFile& s : plan_.segments) {
+    Unit u;
+    u.segment = s;
+    u.limit = s.number == plan_.transaction && plan_.commit_end_of_last_segment
+                  ? std::min(s.size, *plan_.commit_end_of_last_segment)
+                  : s.size;
+    units_.push_back(std::move(u));
+  }
+  for (uint32_t m : plan_.missing_segments) {
+    Unit u;
+    u.segment = {m, SegmentPath(plan_.path, config_.segments_per_dir, m), 0};
+    u.missing = true;
+    if (auto r = plan_.absent_reason.find(m); r != plan_.absent_reason.end()) u.absent_reason = r->second;
+    units_.push_back(std::move(u));
+  }
+  std::sort(units_.begin(), units_.end(), [](const Unit& a, const Unit& b) { return a.segment.number < b.segment.number; });
+  size_t lo = 0;
+  for (Unit& u : units_) {
+    while (lo < plan_.live.size() && plan_.live[lo].segment < u.segment.number) ++lo;  // every live segment is a unit
+    size_t hi = lo;
+    while (hi < plan_.live.size() && plan_.live[hi].segment == u.segment.number) ++hi;
+    u.lo = lo;
+    u.hi = hi;
+    lo = hi;
+  }
+
+  engine::Plan plan;
+  plan.format = "borg1";
+  plan.repository_id = ToHex(AsBytes(config_.id));
+  plan.live_list_source = plan_.live_from_index ? "index" : "log-replay";
+  plan.transaction = plan_.transaction;
+  plan.findings = plan_.findings;
+  plan.notes = plan_.notes;
+  plan.objects_total = plan_.live.size() + plan_.lost_objects;  // and those only the records show
+  for (const Unit& u : units_) {
+    engine::ReadUnit r{Location::Segment(u.segment.number), u.segment.path, u.limit};
+    r.on_disk = !u.missing;
+    plan.units.push_back(std::move(r));
+  }
+  return plan;
+}
+
+std::optional<ByteBuffer> Borg1Source::ReadEntryAt(const std::string& path, uint64_t offset) const {
+  Result<std::unique_ptr<io::File>> f = env_.Open(path);
+  if (!f.ok()) return std::nullopt;
+  uint8_t hdr[kHeaderSizeWithKey];
+  if (offset >= (*f)->size()) return std::nullopt;
+  size_t n = size_t(std::min<uint64_t>(sizeof hdr, (*f)->size() - offset));
+  if (!(*f)->ReadAt(offset, n, hdr).ok()) return std::nullopt;
+  EntryHeader h;
+  if (ParseEntryHeader(Bytes(hdr, n), (*f)->size() - offset, h, nullptr) != HeaderParse::kOk) return std::nullopt;
+  ByteBuffer buf;
+  buf.Resize(h.size);
+  if (!(*f)->ReadAt(offset, h.size, buf.data()).ok()) return std::nullopt;
+  return buf;
+}
+
+Status Borg1Source::LoadKey(engine::Plan& plan) {
+  // The manifest's TYPE byte names the mode (borg does the same); without a manifest, the first
+  // live objects'.
+  std::vector<const LiveObject*> candidates;
+  for (const LiveObject& o : plan_.live) {
+    if (IsManifestId(o.id)) {
+      candidates.push_back(&o);
+      break;
+    }
+  }
+  for (size_t i = 0; i < plan_.live.size() && candidates.size() < kModeProbes; ++i) candidates.push_back(&plan_.live[i]);
+  std::map<uint32_t, const std::string*> paths;
+  for (const SegmentFile& s : plan_.segments) paths[s.number] = &s.path;
+  std::optional<crypto::KeyMode> mode;
+  for (const LiveObject* o : candidates) {
+    auto it = paths.find(o->segment);
+    if (it == paths.end()) continue;
+    Result<std::unique_ptr<io::File>> f = env_.Open(*it->second);
+    if (!f.ok()) continue;
+    uint8_t type;
+    if (!(*f)->ReadAt(uint64_t(o->offset) + kHeaderSizeWithKey, 1, &type).ok()) continue;
+    mode = crypto::KeyModeFromTypeByte(type);
+    if (mode) break;
+  }
+  mode_known_ = true;
+  if (!mode) {
+    if (plan_.live.empty() && plan_.lost_objects == 0) return Status::Ok();  // nothing to decrypt
+    return Status(StatusCode::kUnsupported,
+                  "cannot tell the encryption mode: no readable object has a known TYPE byte "
+                  "(unknown payload type: a newer borg may be required)");
+  }
+  mode_ = *mode;
+  if (!crypto::NeedsKey(mode_)) return Status::Ok();
+  Result<crypto::KeyMaterial> key = LoadBorg1Key(env_, plan_.path, config_, mode_);
+  if (!key.ok()) return key.status();
+  key_ = std::move(key).value();
+  if (key_->repository_id != config_.id) {  // a repokey of another id (keys/key_identity.h)
+    plan.findings.push_back(MakeFinding(Severity::kWarning, Stage::kKey, Location::None(), nullptr,
+                                        keys::RepositoryIdMismatch("config", ToHex(AsBytes(key_->repository_id)),
+                                                                   "config", config_.id_hex)));
+  }
+  if (Status s = crypto::ValidateKeyMaterial(mode_, &*key_); !s.ok()) {
+    return Status(StatusCode::kCorruptMetadata,
+                  "the repository key does not fit mode " + std::string(crypto::KeyModeName(mode_)) + ": " + s.message());
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<engine::ObjectVerifier>> Borg1Source::MakeVerifier() const {
+  if (!lane_hashes_made_) {
+    lane_hashes_made_ = true;
+    if (verify_data_ && opts_.hash_lanes && mode_known_) {
+      Result<crypto::Borg1LaneHashes> h = crypto::MakeBorg1LaneHashes(mode_, key_ ? &*key_ : nullptr);
+      if (h.ok()) lane_hashes_ = std::move(h).value();  // else one object at a time, as without lanes
+    }
+  }
+  auto v = std::make_unique<Borg1Verifier>(verify_data_, mode_, key_ ? &*key_ : nullptr,
+                                           lane_hashes_ ? &*lane_hashes_ : nullptr);
+  if (Status s = v->status(); !s.ok()) return Status(StatusCode::kInternal, s.message());
+  return std::unique_ptr<engine::ObjectVerifier>(std::move(v));
+}
+
+// Index-vs-log comparison, fed every entry the walk sees (index mode only).
+void Borg1Source::NoteEntry(engine::UnitSink& sink, uint32_t segment, uint64_t off, const EntryHeader& h,
+                            bool live_match) {
+  if (!plan_.live_from_index || h.tag == kTagCommit) return;
+  ChunkId id;
+  std::memcpy(id.data(), h.key, 32);
+  if (h.tag == kTagPut) {
+    if (live_match) unexplained_puts_.erase(id);
+    else unexplained_puts_[id] = {segment, uint32_t(off)};
+    return;
+  }
+  // DELETE: whatever came before is explained; but the index must not list a PUT before it.
+  unexplained_puts_.erase(id);
+  if (const LiveObject* o = plan_.FindById(id)) {
+    if (o->segment < segment || (o->segment == segment && o->offset < off)) {
+      sink.Finding(MakeFinding(Severity::kError, Stage::kIndex, Location::Segment(segment, off), &id,
+                               fmt::format("index.{} lists this chunk at [segment {}, offset {}] but the log "
+                                           "deletes it later",
+                                           plan_.transaction, o->segment, o->offset)));
+    }
+  }
+}
+
+void Borg1Source::NoteMisplaced(const LiveObject& o, const EntryHeader& h) {
+  Misplaced m;
+  m.segment = o.segment;
+  m.offset = o.offset;
+  const std::string other = h.key ? ToHex(Bytes(h.key, 32)) : "";
+  m.found = h.tag == kTagPut      ? "the PUT entry of chunk " + other
+            : h.tag == kTagDelete ? "a DELETE entry of chunk " + other
+                                  : std::string("a COMMIT entry");
+  misplaced_[o.id] = std::move(m);
+}
+
+// --------------------------------------------------------------------------------------------
+// The reader of one segment (phase 3).
+class Borg1Source::SegmentReader {
+ public:
+  SegmentReader(Borg1Source& src, const Unit& unit, engine::UnitSink& sink)
+      : src_(src), plan_(src.plan_), unit_(unit), seg_(unit.segment), sink_(sink), cursor_(unit.lo) {}
+
+  void Run();
+
+ private:
+  Location At(uint64_t offset) const { return Location::Segment(seg_.number, offset); }
+  void ReportLost(const LiveObject& o, Stage stage, const std::string& why) {
+    sink_.Finding(MakeFinding(Severity::kError, stage, At(o.offset), &o.id, why), /*object_done=*/true);
+  }
+  void ReadByIndex(size_t from);
+  void Broken(uint64_t at, Stage stage, const std::string& why);
+  void FlushPending() {
+    for (Finding& f : pending_) sink_.Finding(std::move(f));
+    pending_.clear();
+  }
+  void KeepFirstPending() {
+    if (!pending_.empty()) {
+      pending_.front().message += "; the walk lost sync after this entry";
+      sink_.Finding(std::move(pending_.front()));
+    }
+    pending_.clear();
+  }
+  void Walk();
+
+  Borg1Source& src_;
+  const RepositoryPlan& plan_;
+  const Unit& unit_;
+  const SegmentFile& seg_;
+  engine::UnitSink& sink_;
+  std::unique_ptr<io::File> file_;
+  // Without file_: how each live object of the segment is reported (missing, or not checked).
+  Stage no_file_stage_ = Stage::kMissing;
+  std::string no_file_why_;
+  uint64_t limit_ = 0;  // the file's size when opened, or the final COMMIT's end in the last segment
+  size_t cursor_;  // next live object of this segment the walk must meet
+  // CRC failures of entries no live object depends on, held until the walk reaches the next
+  // live object at its indexed offset. A damaged size field makes the walk read garbage as
+  // entries; if sync is then lost, only the first held failure (the genuinely damaged entry) is
+  // reported and the garbage after it is dropped.
+  std::vector<Finding> pending_;
+};
+
+// Reads live objects [from, hi) one by one at their indexed offsets.
+void Borg1Source::SegmentReader::ReadByIndex(size_t from) {
+  for (size_t i = from; i < unit_.hi && !sink_.Stopping(); ++i) {
+    const LiveObject& o = plan_.live[i];
+    if (!sink_.Wants(o.id)) continue;
+    if (!file_) {
+      ReportLost(o, no_file_stage_, no_file_why_);
+      continue;
+    }
+    const uint64_t limit = limit_;
+    if (o.offset >= limit) {
+      ReportLost(o, Stage::kTruncated, fmt::format("the segment ends at {} bytes, before this object", limit));
+      continue;
+    }
+    uint8_t hdr[kHeaderSizeWithKey];
+    size_t n = size_t(std::min<uint64_t>(sizeof hdr, limit - o.offset));
+    if (Status r = file_->ReadAt(o.offset, n, hdr); !r.ok()) {
+      ReportLost(o, Stage::kIo, "cannot read the entry at the indexed offset (" + r.message() + "): not checked");
+      continue;
+    }
+    EntryHeader h;
+    std::string why;
+    HeaderParse p = ParseEntryHeader(Bytes(hdr, n), limit - o.offset, h, &why);
+    if (p != HeaderParse::kOk) {
+      bool trunc = p == HeaderParse::kNeedMore || h.problem == HeaderProblem::kTruncated;
+      ReportLost(o, trunc ? Stage::kTruncated : Stage::kMissing,
+                 "no valid entry at the indexed location: " + (why.empty() ? "truncated header" : why));
+      continue;
+    }
+    if (h.tag != kTagPut || std::memcmp(h.key, o.id.data(), 32) != 0) {
+      src_.NoteMisplaced(o, h);  // resolved against the log in Finish
+      continue;
+    }
+    std::shared_ptr<engine::Block> block = sink_.TakeBlock(o.offset, h.size);
+    // A whole read: the unit's remainder accounts for these bytes. A subset: these are the bytes
+    // it read.
+    if (sink_.WantsAll()) block->progress_bytes = 0;
+    if (Status r = file_->ReadAt(o.offset, h.size, block->data.data()); !r.ok()) {
+      block->progress_bytes = 0;
+      ReportLost(o, Stage::kIo, "cannot read the entry at the indexed offset (" + r.message() + "): not checked");
+      continue;
+    }
+    ObjectRef r;
+    r.id = o.id;
+    r.file_offset = o.offset;
+    r.size = h.size;
+    sink_.Objects(std::move(block), {r});
+  }
+}
+
+// The walk cannot go on from `at`: report it, and read the rest by the index.
+void Borg1Source::SegmentReader::Broken(uint64_t at, Stage stage, const std::string& why) {
+  KeepFirstPending();
+  const ChunkId* id =
+      (cursor_ < unit_.hi && plan_.live[cursor_].offset == at) ? &plan_.live[cursor_].id : nullptr;
+  size_t remaining = unit_.hi - cursor_ - (id ? 1 : 0);
+  sink_.Finding(MakeFinding(Severity::kError, stage, At(at), id,
+                            fmt::format("{}; the rest of the segment cannot be walked{}", why,
+                                        remaining ? fmt::format(", its {} remaining live object(s) are "
+                                                                "read at their indexed offsets",
+                                                                remaining)
+                                                  : std::string())),
+                /*object_done=*/id != nullptr);
+  if (id) ++cursor_;
+  ReadByIndex(cursor_);
+}
+
+void Borg1Source::SegmentReader::Run() {
+  if (unit_.missing) {
+    const std::string what = unit_.absent_reason.empty() ? "is missing" : unit_.absent_reason;
+    sink_.Finding(MakeFinding(Severity::kError, Stage::kMissing, Location::Segment(seg_.number), nullptr,
+                              fmt::format("committed segment file {} {}; {} live object(s) lost", seg_.path, what,
+                                          unit_.hi - unit_.lo)));
+    no_file_why_ = "segment file " + what + ": " + seg_.path;
+    ReadByIndex(unit_.lo);
+    return;
+  }
+  Result<std::unique_ptr<io::File>> opened = src_.env_.Open(seg_.path);
+  if (!opened.ok()) {
+    const Status& st = opened.status();
+    if (st.code() == StatusCode::kNotFound) {
+      sink_.Vanished();  // listed while planning, gone now
+      return;
+    }
+    // It exists and cannot be read (EACCES, EIO): could not check. Anything else (it is no
+    // longer a regular file) is damage.
+    const bool io = st.code() != StatusCode::kCorruptMetadata;
+    no_file_stage_ = io ? Stage::kIo : Stage::kMissing;
+    no_file_why_ = io ? "the segment cannot be read (" + st.message() + "): not checked"
+                      : "the segment is not a readable segment file (" + st.message() + "): lost";
+    const size_t n = unit_.hi - unit_.lo;
+    sink_.Finding(MakeFinding(Severity::kError, no_file_stage_, Location::Segment(seg_.number), nullptr,
+                              io ? fmt::format("cannot read segment file: {}{}", st.message(),
+                                               n ? fmt::format("; its {} live object(s) are not checked", n) : "")
+                                 : "cannot open segment: " + st.message()));
+    ReadByIndex(unit_.lo);
+    return;
+  }
+  file_ = std::move(opened).value();
+  const bool last = seg_.number == plan_.transaction && plan_.commit_end_of_last_segment;
+  limit_ = last ? std::min(file_->size(), *plan_.commit_end_of_last_segment) : file_->size();
+  if (!sink_.WantsAll()) {
+    // A subset reads only the wanted live objects, at their indexed offsets (in disk order): no
+    // walk, so no CRC check of dead entries and no index-vs-log comparison (docs/nightly.md).
+    ReadByIndex(unit_.lo);
+    return;
+  }
+  Walk();
+}
+
+void Borg1Source::SegmentReader::Walk() {
+  const uint64_t limit = limit_;
+  const size_t hi = unit_.hi;
+  uint8_t magic[kSegmentMagicSize];
+  if (limit >= kSegmentMagicSize) {
+    if (Status r = file_->ReadAt(0, sizeof magic, magic); !r.ok()) {
+      sink_.Finding(MakeFinding(Severity::kWarning, Stage::kIo, At(0), nullptr,
+                                "cannot read the segment magic (" + r.message() +
+                                    "); the live objects of this segment were read one by one"));
+      ReadByIndex(cursor_);
+      return;
+    }
+  }
+  if (limit < kSegmentMagicSize || std::memcmp(magic, kSegmentMagic, sizeof magic) != 0) {
+    Broken(0, Stage::kSegment, "invalid segment magic");
+    return;
+  }
+  uint64_t pos = kSegmentMagicSize;
+  uint64_t want = engine::kReadWindowBytes;
+  while (pos < limit) {
+    if (sink_.Stopping()) return;
+    const uint64_t len = std::min<uint64_t>(std::max(want, engine::kReadWindowBytes), limit - pos);
+    std::shared_ptr<engine::Block> block = sink_.TakeBlock(pos, len);
+    if (Status s = file_->ReadAt(pos, len, block->data.data()); !s.ok()) {
+      // Not the data's fault yet: read the remaining objects one by one, so a bad sector spoils
+      // only the objects it holds.
+      block->progress_bytes = 0;
+      block.reset();
+      KeepFirstPending();
+      sink_.Finding(MakeFinding(Severity::kWarning, Stage::kIo, At(pos), nullptr,
+                                fmt::format("cannot read {} bytes from offset {} ({}); the remaining live objects "
+                                            "of this segment were read one by one (the other entries there are not "
+                                            "checked)",
+                                            len, pos, s.message())));
+      ReadByIndex(cursor_);
+      return;
+    }
+    std::vector<ObjectRef> refs;
+    auto hand_over = [&] {
+      if (block) sink_.Objects(std::move(block), std::move(refs));
+      block.reset();
+      refs.clear();
+    };
+    uint64_t p = 0;  // within the block
+    want = engine::kReadWindowBytes;
+    while (p < len) {
+      const uint64_t abs = pos + p;
+      EntryHeader h;
+      std::string why;
+      HeaderParse r = ParseEntryHeader(Bytes(block->data.data() + p, len - p), limit - abs, h, &why);
+      if (r == HeaderParse::kNeedMore || (r == HeaderParse::kOk && p + h.size > len)) {
+        if (p == 0) want = r == HeaderParse::kOk ? h.size : kHeaderSizeWithKey;
+        break;  // the entry continues in the next window
+      }
+      if (r == HeaderParse::kInvalid) {
+        hand_over();
+        Broken(abs, h.problem == HeaderProblem::kTruncated ? Stage::kTruncated : Stage::kEntryCrc,
+               "invalid entry header: " + why);
+        return;
+      }
+      // Lost sync: the walk stepped over a live object's offset.
+      if (cursor_ < hi && plan_.live[cursor_].offset < abs) {
+        KeepFirstPending();
+        hand_over();
+        ReadByIndex(cursor_);
+        return;
+      }
+      // The live objects the index places at this offset: one, or more when an index entry
+      // points at another chunk's entry (issue 13). The one whose id the entry stores is live
+      // here; the others are index inconsistencies, resolved against the log in Finish.
+      size_t here_end = cursor_;
+      while (here_end < hi && plan_.live[here_end].offset == abs) ++here_end;
+      size_t match = hi;
+      for (size_t k = cursor_; h.tag == kTagPut && k < here_end && match == hi; ++k) {
+        if (std::memcmp(h.key, plan_.live[k].id.data(), 32) == 0) match = k;
+      }
+      const bool live_match = match != hi;
+      for (size_t k = cursor_; k < here_end; ++k) {
+        if (k != match) src_.NoteMisplaced(plan_.live[k], h);
+      }
+      if (live_match) {
+        // A live PUT at exactly the indexed offset: the walk is in sync up to here.
+        FlushPending();
+        src_.NoteEntry(sink_, seg_.number, abs, h, true);
+        if (sink_.Wants(plan_.live[match].id)) {
+          ObjectRef ref;
+          ref.id = plan_.live[match].id;
+          ref.pos = p;
+          ref.file_offset = abs;
+          ref.size = h.size;
+          refs.push_back(ref);
+        }
+      } else if (EntryCrcMatches(Bytes(block->data.data() + p, h.size))) {
+        src_.NoteEntry(sink_, seg_.number, abs, h, false);
+      } else {
+        // A superseded/deleted PUT, a DELETE or a COMMIT whose CRC fails. Held back until the
+        // walk proves it is still in sync (FlushPending / KeepFirstPending).
+        ChunkId cid;
+        if (h.tag != kTagCommit) std::memcpy(cid.data(), h.key, 32);
+        Finding f = MakeFinding(
+            h.tag == kTagPut ? Severity::kWarning : Severity::kError, Stage::kEntryCrc, At(abs),
+            h.tag != kTagCommit ? &cid : nullptr,
+            h.tag == kTagPut ? "Segment entry checksum mismatch in a superseded or deleted entry (no live data affected)"
+                             : fmt::format("Segment entry checksum mismatch in a {} entry",
+                                           h.tag == kTagCommit ? "COMMIT" : "DELETE"));
+        pending_.push_back(std::move(f));
+      }
+      cursor_ = here_end;
+      p += h.size;
+    }
+    // Keep only what was walked in this block's progress: the rest is read again next time.
+    block->progress_bytes = p;
+    hand_over();
+    pos += p;
+  }
+  FlushPending();
+  if (cursor_ < hi) ReadByIndex(cursor_);  // live objects beyond where the walk ended cleanly
+}
+
+void Borg1Source::ReadUnit(size_t index, engine::UnitSink& sink) {
+  SegmentReader(*this, units_[index], sink).Run();
+}
+
+// --------------------------------------------------------------------------------------------
+// Phase 4.
+
+bool Borg1Source::VerifyFromLog(engine::FinishContext& ctx, const ChunkId& id, uint32_t segment, uint32_t offset,
+                                const std::string& what) const {
+  const SegmentFile* seg = nullptr;
+  for (const SegmentFile& s : plan_.segments) {
+    if (s.number == segment) seg = &s;
+  }
+  const Location at = Location::Segment(segment, offset);
+  std::optional<ByteBuffer> entry = seg ? ReadEntryAt(seg->path, offset) : std::nullopt;
+  if (!entry) {
+    ctx.findings.Add(UnreadableFinding(at, &id, "cannot read " + what + " again to verify it: not checked"));
+    return false;
+  }
+  Borg1Verifier v(verify_data_, mode_, key_ ? &*key_ : nullptr);
+  if (!v.status().ok()) return false;
+  engine::ObjectRef ref;
+  ref.id = id;
+  ref.file_offset = offset;
+  ref.size = uint32_t(entry->size());
+  std::optional<engine::Verdict> fail = v.Verify(entry->view(), ref);
+  if (!fail) {
+    ctx.summary.stored_bytes += entry->size();
+    ctx.summary.plaintext_bytes += v.plaintext().size();
+    return true;
+  }
+  // The one second-read policy, as for every object.
+  report::Reread reread = report::Reread::kNotReread;
+  std::optional<ByteBuffer> again = ReadEntryAt(seg->path, offset);
+  if (again) {
+    const bool same = again->size() == entry->size() && std::memcmp(again->data(), entry->data(), entry->size()) == 0;
+    reread = same ? report::Reread::kAgreed : report::Reread::kDiffered;
+    if (!same && !v.Verify(again->view(), ref)) {
+      Finding f = MakeFinding(Severity::kWarning, fail->stage, at, &id,
+                              fail->message + " (" + what + "); the second read verified (a transient read error?)");
+      f.reread = report::Reread::kPassed;
+      ctx.findings.Add(std::move(f));
+      return true;
+    }
+  }
+  Finding f = MakeFinding(fail->severity, fail->stage, at, &id, fail->message + " (" + what + ")");
+  f.reread = reread;
+  ctx.findings.Add(std::move(f));
+  return false;
+}
+
+// The index placed these objects at entries that are not their PUTs. The walk has seen every
+// segment (a complete run): the log's newest PUT of the id, if no DELETE followed it, is the
+// object, and it is verified from there (borg's rebuilt index would point at it).
+void Borg1Source::ResolveMisplaced(engine::FinishContext& ctx) {
+  for (const auto& [id, m] : misplaced_) {
+    const Location at = Location::Segment(m.segment, m.offset);
+    const std::string where = fmt::format("index.{} places this chunk at [segment {}, offset {}], where the log holds {} "
+                                          "(an index entry that points at another entry)",
+                                          plan_.transaction, m.segment, m.offset, m.found);
+    auto it = ctx.complete ? unexplained_puts_.find(id) : unexplained_puts_.end();
+    if (it != unexplained_puts_.end()) {
+      const auto [s, o] = it->second;
+      unexplained_puts_.erase(it);
+      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kIndex, at, &id,
+                                   fmt::format("{}; the log's own copy of this chunk, at [segment {}, offset {}], "
+                                               "is verified instead",
+                                               where, s, o)));
+      if (VerifyFromLog(ctx, id, s, o, "the log's copy of a chunk the index misplaces")) ctx.summary.objects_verified++;
+    } else if (ctx.complete) {
+      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, at, &id,
+                                   where + "; the log holds no current copy of this chunk: it is lost"));
+    } else {
+      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kIndex, at, &id,
+                                   where + "; this run did not walk every segment, so whether the log holds this "
+                                           "chunk elsewhere is not known (a full run tells)"));
+    }
+  }
+}
+
+void Borg1Source::FinishIndexComparison(engine::FinishContext& ctx) const {
+  report::FindingSink& sink = ctx.findings;
+  for (const auto& [id, loc] : unexplained_puts_) {
+    const LiveObject* o = plan_.FindById(id);
+    std::string msg;
+    if (!o) {
+      msg = fmt::format("the log stores this chunk but index.{} does not list it", plan_.transaction);
+    } else if (o->segment < loc.first || (o->segment == loc.first && o->offset < loc.second)) {
+      msg = fmt::format("the log stores a newer copy of this chunk than index.{} lists ([segment {}, offset {}])",
+                        plan_.transaction, o->segment, o->offset);
+    } else {
+      continue;  // an older copy, superseded by the indexed one
+    }
+    sink.Add(MakeFinding(Severity::kError, Stage::kIndex, Location::Segment(loc.first, loc.second), &id, msg));
+    // The log is the truth (borg's rebuilt index names this copy): an object the index does not
+    // list counts, and is verified; the newer copy of a listed one is verified, not counted twice.
+    if (!o) ctx.summary.objects_total++;
+    if (VerifyFromLog(ctx, id, loc.first, loc.second, o ? "a newer copy than the index lists" : "not in the index") &&
+        !o) {
+      ctx.summary.objects_verified++;
+    }
+  }
+}
+
+void Borg1Source::CheckManifest(engine::FinishContext& ctx) const {
+  const LiveObject* m = nullptr;
+  for (const LiveObject& o : plan_.live) {
+    if (IsManifestId(o.id)) m = &o;
+  }
+  const ChunkId zero{};
+  if (!m) {
+    ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero,
+                                 "the repository has no manifest (chunk 00…00): borg cannot list any archive"));
+    return;
+  }
+  // The workers verified the manifest object and reported any failure; its plaintext is needed
+  // once more for the TAM, so it is read and verified again on this thread.
+  const SegmentFile* seg = nullptr;
+  for (const SegmentFile& s : plan_.segments) {
+    if (s.number == m->segment) seg = &s;
+  }
+  if (!seg) return;  // its segment is missing: reported by ReadUnit
+  // Whether this run read the manifest's segment (and so reported the object's own failures).
+  bool unit_read = false;
+  for (size_t i = 0; i < units_.size(); ++i) {
+    if (units_[i].segment.number == m->segment) unit_read = ctx.UnitRead(i);
+  }
+  std::optional<ByteBuffer> entry = ReadEntryAt(seg->path, m->offset);
+  if (!entry) {
+    if (!unit_read) {
+      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::Segment(m->segment, m->offset), &zero,
+                                   "no valid manifest entry at the indexed location"));
+    }
+    return;
+  }
+  Borg1Verifier v(true, mode_, key_ ? &*key_ : nullptr);
+  ObjectRef ref;
+  ref.id = zero;
+  ref.size = uint32_t(entry->size());
+  if (!v.status().ok()) return;
+  if (std::optional<engine::Verdict> fail = v.Verify(entry->view(), ref)) {
+    // Its segment was read: the object's own finding says why. Not read (a partial run): say it here.
+    if (!unit_read) {
+      ctx.findings.Add(MakeFinding(fail->severity, fail->stage, Location::Segment(m->segment, m->offset), &zero,
+                                   fail->message));
+    }
+    return;
+  }
+  crypto::TamResult tam = crypto::VerifyManifestTam(v.plaintext(), mode_, key_ ? &*key_ : nullptr);
+  const bool bad = tam.outcome == crypto::TamOutcome::kMismatch || tam.outcome == crypto::TamOutcome::kMalformed ||
+                   (tam.outcome == crypto::TamOutcome::kAbsent && key_ && key_->tam_required);
+  if (!bad) return;
+  ctx.findings.Add(MakeFinding(
+      Severity::kError, Stage::kAuthentication, Location::Segment(m->segment, m->offset), &zero,
+      "manifest TAM: " + (tam.message.empty() ? std::string("no TAM although the key requires one") : tam.message)));
+  ctx.ManifestFailedLater();
+}
+
+void Borg1Source::Finish(engine::FinishContext& ctx) {
+  // The leftovers of the index-vs-log comparison are findings only when the walk saw every
+  // segment, in order: a PUT in a segment read is explained by a DELETE in a later one.
+  ResolveMisplaced(ctx);
+  if (ctx.complete) FinishIndexComparison(ctx);
+  if (verify_data_) CheckManifest(ctx);
+  key_.reset();  // wipes the key material
+  lane_hashes_.reset();  // and the lanes' key states
+}
+
+}  // namespace
+
+std::unique_ptr<engine::ObjectSource> MakeBorg1Source(const engine::CheckOptions& options, const io::Env& env) {
+  return std::make_unique<Borg1Source>(options, env);
+}
+
+}  // namespace borgcheck::repo

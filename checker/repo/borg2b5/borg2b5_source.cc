@@ -1,0 +1,376 @@
+#include "checker/repo/borg2b5/borg2b5_source.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "checker/crypto/tam.h"
+#include "checker/keys/key_identity.h"
+#include "checker/repo/borg2/borg2_repo_obj.h"
+#include "checker/repo/borg2b5/borg2b5_archives.h"
+#include "checker/repo/borg2b5/borg2b5_key.h"
+#include "checker/repo/borg2b5/borg2b5_segments.h"
+#include "checker/repo/borg2b5/borg2b5_verifier.h"
+#include "checker/repo/chunk_id.h"
+
+namespace borgcheck::repo {
+using engine::ObjectRef;
+using engine::ObjectRole;
+using report::Finding;
+using report::Location;
+using report::MakeFinding;
+using report::Severity;
+using report::Stage;
+
+namespace {
+
+constexpr size_t kModeSamples = 16;  // objects besides the manifest asked for the mode
+
+bool IsPut(const Borg2Entry& e) { return e.tag == kB2TagPut || e.tag == kB2TagPut2; }
+
+class Borg2b5Source final : public engine::ObjectSource {
+ public:
+  Borg2b5Source(const engine::CheckOptions& opts, const io::Env& env)
+      : opts_(opts), env_(env), verify_data_(opts.verify_data) {}
+
+  Result<engine::Plan> MakePlan() override;
+  Status LoadKey(engine::Plan& plan) override;
+  void FallBackToKeyless() override {
+    verify_data_ = false;
+    type_ = nullptr;
+    key_.reset();
+  }
+  std::string ModeName() const override { return type_ ? std::string(type_->name) : std::string(); }
+  Result<std::unique_ptr<engine::ObjectVerifier>> MakeVerifier() const override;
+  void ReadUnit(size_t index, engine::UnitSink& sink) override;
+  bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
+  void Finish(engine::FinishContext& ctx) override;
+  std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {
+    if (!type_) return nullptr;
+    return MakeBorg2b5ArchiveSource(env_, plan_, type_, key_ ? &key_->material : nullptr);
+  }
+  bool HasArchives() const override { return true; }
+
+ private:
+  // The entry's bytes, read on the main thread (mode probe, manifest), or nullopt.
+  std::optional<ByteBuffer> ReadEntry(const Borg2Segment& seg, const Borg2Entry& e) const;
+  std::optional<uint8_t> DataEnvelopeType(const Borg2Segment& seg, const Borg2Entry& e) const;
+  void VerifyManifestTam(engine::FinishContext& ctx, const Borg2Segment& seg, const Borg2Entry& entry) const;
+
+  const engine::CheckOptions& opts_;
+  const io::Env& env_;
+  bool verify_data_;  // opts_.verify_data until FallBackToKeyless
+
+  // const after LoadKey (read by the workers)
+  Borg2Plan plan_;
+  std::optional<uint32_t> index_txn_at_start_;
+  const crypto::Borg2KeyType* type_ = nullptr;
+  std::optional<LoadedBorg2Key> key_;
+  // The id hash as the hash lanes compute it (crypto::MakeBorg2IdLaneHash): made by the first
+  // MakeVerifier (main thread, before the pool), then const and shared by every worker's
+  // verifier. Empty without lanes (CheckOptions::hash_lanes false, keyless, or a BLAKE3 id).
+  mutable std::optional<crypto::LaneHash> id_lane_hash_;
+  mutable bool id_lane_hash_made_ = false;
+};
+
+std::optional<ByteBuffer> Borg2b5Source::ReadEntry(const Borg2Segment& seg, const Borg2Entry& e) const {
+  Result<std::unique_ptr<io::File>> f = env_.Open(seg.path);
+  if (!f.ok()) return std::nullopt;
+  ByteBuffer buf;
+  buf.Resize(e.size);
+  if (!(*f)->ReadAt(e.offset, e.size, buf.data()).ok()) return std::nullopt;
+  return buf;
+}
+
+// The type byte of an entry's data envelope, if the entry is intact enough.
+std::optional<uint8_t> Borg2b5Source::DataEnvelopeType(const Borg2Segment& seg, const Borg2Entry& e) const {
+  std::optional<ByteBuffer> buf = ReadEntry(seg, e);
+  if (!buf) return std::nullopt;
+  RepoObjEnvelopes parts;
+  if (!SplitRepoObjV2(Borg2EntryPayload(buf->view(), e.tag), parts, nullptr) || parts.data.empty()) return std::nullopt;
+  return parts.data[0];
+}
+
+Result<engine::Plan> Borg2b5Source::MakePlan() {
+  Result<Borg2Config> config = IdentifyBorg2Repository(env_, opts_.repository, opts_.bypass_lock);
+  if (!config.ok()) return config.status();
+  index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
+  Result<Borg2Plan> planned = PlanBorg2Repository(env_, opts_.repository, *config);
+  if (!planned.ok()) return planned.status();
+  plan_ = std::move(planned).value();
+
+  engine::Plan plan;
+  plan.format = "borg2-b5";
+  plan.repository_id = config->id_hex;
+  plan.live_list_source = plan_.index_checked ? "log-replay+index" : "log-replay";
+  plan.transaction = plan_.transaction;
+  plan.findings = plan_.findings;
+  plan.notes = plan_.notes;
+  // The objects the log still gives, plus those index.T names that damage made unreadable.
+  plan.objects_total = plan_.live_objects + plan_.lost_objects;
+  if (plan_.superseded_puts) {
+    plan.notes.push_back(fmt::format("{} superseded PUT entr{} (not current; checksummed only)", plan_.superseded_puts,
+                                     plan_.superseded_puts == 1 ? "y" : "ies"));
+  }
+  for (const Borg2Segment& s : plan_.segments) plan.units.push_back({Location::Segment(s.number), s.path, s.read_limit});
+  return plan;
+}
+
+Status Borg2b5Source::LoadKey(engine::Plan& plan) {
+  // The manifest first (borg's rule), then a sample of other current objects.
+  std::optional<uint8_t> manifest_type;
+  std::map<uint8_t, size_t> votes;
+  size_t sampled = 0;
+  for (const Borg2Segment& seg : plan_.segments) {
+    for (const Borg2Entry& e : seg.entries) {
+      if (!e.live || !IsManifestId(e.id)) continue;
+      manifest_type = DataEnvelopeType(seg, e);
+      if (manifest_type && !crypto::Borg2b5KeyTypeFromByte(*manifest_type)) manifest_type.reset();
+    }
+  }
+  for (const Borg2Segment& seg : plan_.segments) {
+    for (const Borg2Entry& e : seg.entries) {
+      if (sampled >= kModeSamples) break;
+      if (!e.live || IsManifestId(e.id)) continue;
+      ++sampled;
+      if (std::optional<uint8_t> t = DataEnvelopeType(seg, e); t && crypto::Borg2b5KeyTypeFromByte(*t)) votes[*t]++;
+    }
+  }
+  std::optional<uint8_t> chosen = manifest_type;
+  size_t manifest_votes = manifest_type && votes.count(*manifest_type) ? votes[*manifest_type] : 0;
+  for (const auto& [t, n] : votes) {
+    if (n > manifest_votes && n * 2 > sampled && (!chosen || t != *chosen)) {
+      if (manifest_type) {
+        plan.notes.push_back(fmt::format("the manifest's data envelope says type {:#04x}, but {} of {} sampled "
+                                         "objects say {:#04x}: the repository is checked as {:#04x}",
+                                         *manifest_type, n, sampled, t, t));
+      }
+      chosen = t;
+      manifest_votes = n;
+    }
+  }
+  if (!chosen && !votes.empty()) chosen = votes.begin()->first;
+  if (!chosen) {
+    // Nothing to decrypt, unless the records name objects the log lost: the mode is unknown then.
+    if (plan_.live_objects == 0 && plan_.lost_objects == 0) return Status::Ok();
+    return Status(StatusCode::kUnsupported,
+                  "cannot tell the encryption mode: no readable object has a type byte of borg "
+                  "2.0.0b5 (a legacy borg 1.x envelope, or a newer borg may be required)");
+  }
+  type_ = crypto::Borg2b5KeyTypeFromByte(*chosen);
+  if (!type_->needs_key()) return Status::Ok();
+  Result<LoadedBorg2Key> key = LoadBorg2b5Key(env_, plan_.path, plan_.config, *type_);
+  if (!key.ok()) return key.status();
+  key_ = std::move(key).value();
+  if (key_->material.repository_id != plan_.config.id) {  // a repokey of another id (keys/key_identity.h)
+    plan.findings.push_back(MakeFinding(
+        Severity::kWarning, Stage::kKey, Location::None(), nullptr,
+        keys::RepositoryIdMismatch(key_->where, ToHex(AsBytes(key_->material.repository_id)), "config",
+                                   plan_.config.id_hex)));
+  }
+  plan.notes.push_back("key: " + key_->where);
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<engine::ObjectVerifier>> Borg2b5Source::MakeVerifier() const {
+  if (!id_lane_hash_made_) {
+    id_lane_hash_made_ = true;
+    if (verify_data_ && type_ && opts_.hash_lanes) {
+      Result<std::optional<crypto::LaneHash>> h =
+          crypto::MakeBorg2IdLaneHash(type_->id_hash, key_ ? key_->material.id_key.view() : Bytes());
+      if (h.ok()) id_lane_hash_ = std::move(h).value();  // else one entry at a time, as without lanes
+    }
+  }
+  auto v = std::make_unique<Borg2b5Verifier>(verify_data_ && type_, type_, key_ ? &key_->material : nullptr,
+                                             id_lane_hash_ ? &*id_lane_hash_ : nullptr);
+  if (!v->status().ok()) return v->status();
+  return std::unique_ptr<engine::ObjectVerifier>(std::move(v));
+}
+
+void Borg2b5Source::ReadUnit(size_t index, engine::UnitSink& sink) {
+  const Borg2Segment& seg = plan_.segments[index];
+  const Location where = Location::Segment(seg.number);
+  auto ref_of = [](const Borg2Entry& e, uint64_t pos) {
+    ObjectRef r;
+    r.id = e.id;
+    r.pos = pos;
+    r.file_offset = e.offset;
+    r.size = e.size;
+    r.role = e.live ? ObjectRole::kLive : ObjectRole::kSuperseded;
+    r.variant = e.tag;
+    return r;
+  };
+  Result<std::unique_ptr<io::File>> opened = env_.Open(seg.path);
+  if (!opened.ok()) {
+    if (opened.status().code() == StatusCode::kNotFound) {
+      sink.Vanished();  // listed while planning, gone now
+      return;
+    }
+    // It exists and cannot be read (EACCES, EIO): not checked. No longer a regular file: lost.
+    const bool io = opened.status().code() != StatusCode::kCorruptMetadata;
+    for (const Borg2Entry& e : seg.entries) {
+      if (!e.live) continue;
+      sink.Finding(MakeFinding(Severity::kError, io ? Stage::kIo : Stage::kMissing, where.At(e.offset), &e.id,
+                               io ? "cannot read the segment (" + opened.status().message() + "): not checked"
+                                  : "cannot open segment: " + opened.status().message()),
+                   /*object_done=*/true);
+    }
+    return;
+  }
+  const io::File& file = **opened;
+  size_t i = 0;
+  const size_t n = seg.entries.size();
+  while (i < n && !sink.Stopping()) {
+    if (!IsPut(seg.entries[i]) || !sink.Wants(seg.entries[i].id)) {
+      ++i;
+      continue;
+    }
+    // A window: consecutive wanted PUT entries that are contiguous in the file, up to a read
+    // window (or one larger entry).
+    size_t j = i;
+    uint64_t start = seg.entries[i].offset, end = start;
+    while (j < n && IsPut(seg.entries[j]) && seg.entries[j].offset == end && sink.Wants(seg.entries[j].id) &&
+           (j == i || end + seg.entries[j].size - start <= engine::kReadWindowBytes)) {
+      end += seg.entries[j].size;
+      ++j;
+    }
+    std::shared_ptr<engine::Block> block = sink.TakeBlock(start, end - start);
+    if (Status s = file.ReadAt(start, end - start, block->data.data()); !s.ok()) {
+      // Unreadable window: each entry is tried on its own so one bad sector spoils only its entry.
+      block->progress_bytes = 0;  // the single reads below account for these bytes
+      block.reset();
+      for (size_t k = i; k < j; ++k) {
+        const Borg2Entry& e = seg.entries[k];
+        std::shared_ptr<engine::Block> one = sink.TakeBlock(e.offset, e.size);
+        if (Status s2 = file.ReadAt(e.offset, e.size, one->data.data()); !s2.ok()) {
+          sink.Finding(MakeFinding(e.live ? Severity::kError : Severity::kWarning, Stage::kIo, where.At(e.offset),
+                                   &e.id,
+                                   "cannot read the entry (" + s2.message() + "): not checked" +
+                                       (e.live ? "" : " (a superseded entry: no current object is affected)")),
+                       /*object_done=*/e.live);
+          continue;
+        }
+        sink.Objects(std::move(one), {ref_of(e, 0)});
+      }
+      i = j;
+      continue;
+    }
+    std::vector<ObjectRef> refs;
+    refs.reserve(j - i);
+    for (size_t k = i; k < j; ++k) refs.push_back(ref_of(seg.entries[k], seg.entries[k].offset - start));
+    sink.Objects(std::move(block), std::move(refs));
+    i = j;
+  }
+}
+
+void Borg2b5Source::VerifyManifestTam(engine::FinishContext& ctx, const Borg2Segment& seg,
+                                      const Borg2Entry& entry) const {
+  // The workers verified the manifest object and reported any failure; its plaintext is needed
+  // once more here, so it is read and verified again on this thread.
+  // Whether this run read the manifest's segment (and so reported the object's own failures).
+  const bool unit_read = ctx.UnitRead(size_t(&seg - plan_.segments.data()));
+  const Location where = Location::Segment(seg.number, entry.offset);
+  std::optional<ByteBuffer> bytes = ReadEntry(seg, entry);
+  if (!bytes) {
+    if (!unit_read) {
+      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, where, &entry.id, "cannot read the manifest entry"));
+    }
+    return;
+  }
+  Borg2b5Verifier v(true, type_, key_ ? &key_->material : nullptr);
+  ObjectRef ref;
+  ref.id = entry.id;
+  ref.size = entry.size;
+  ref.variant = entry.tag;
+  if (!v.status().ok()) return;
+  if (std::optional<engine::Verdict> fail = v.Verify(bytes->view(), ref)) {
+    // Its segment was read: the object's own finding says why. Not read (a partial run): say it here.
+    if (!unit_read) ctx.findings.Add(MakeFinding(fail->severity, fail->stage, where, &entry.id, fail->message));
+    return;
+  }
+  const Bytes plain = v.plaintext();
+  // tam.h's key derivation takes id_key || crypt_key, which is borg 2's IKM.
+  std::optional<SecureBytes> ikm;
+  if (type_->needs_key() && key_) {
+    ikm = SecureBytes(key_->material.id_key.view());
+    ikm->Append(key_->material.crypt_key.view());
+  }
+  crypto::TamResult tam = crypto::VerifyManifestTamWithIkm(plain, ikm ? std::optional<Bytes>(ikm->view()) : std::nullopt);
+  const ChunkId zero{};
+  const Location at = Location::Segment(seg.number, entry.offset);
+  std::string why;
+  switch (tam.outcome) {
+    case crypto::TamOutcome::kVerified:
+      return;
+    case crypto::TamOutcome::kAbsent: {
+      // b5..b7 write a manifest TAM; b8 replaced it (with meta `type`), manifest version 2.
+      std::optional<uint64_t> version = ManifestVersion(plain);
+      bool required = key_ ? key_->material.tam_required : true;
+      if (!required || !version || *version >= 2) return;
+      why = "manifest TAM: the manifest has no TAM although the key requires one";
+      break;
+    }
+    case crypto::TamOutcome::kMismatch:
+    case crypto::TamOutcome::kMalformed:
+      why = "manifest TAM: " + tam.message;
+      break;
+  }
+  ctx.findings.Add(MakeFinding(Severity::kError, Stage::kAuthentication, at, &zero, why));
+  ctx.ManifestFailedLater();
+}
+
+void Borg2b5Source::Finish(engine::FinishContext& ctx) {
+  const Borg2Segment* manifest_seg = nullptr;
+  const Borg2Entry* manifest_entry = nullptr;
+  for (const Borg2Segment& s : plan_.segments) {
+    for (const Borg2Entry& e : s.entries) {
+      if (e.live && IsManifestId(e.id)) {
+        manifest_seg = &s;
+        manifest_entry = &e;
+      }
+    }
+  }
+  if (!manifest_entry && plan_.live_objects > 0) {
+    // Named by the plan already if the index knows where it was; otherwise say it here.
+    bool reported = false;
+    for (const Finding& f : plan_.findings) reported |= f.chunk_id && IsManifestId(*f.chunk_id);
+    if (!reported) {
+      const ChunkId zero{};
+      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero,
+                                   "the repository has no manifest (chunk 00…00): borg cannot list any archive"));
+    }
+  }
+  if (verify_data_ && type_ && manifest_entry) VerifyManifestTam(ctx, *manifest_seg, *manifest_entry);
+
+  // Which session-key derivation the AEAD sessions used (b5..b7 HKDF, b8.. SHA-256).
+  std::map<std::string, crypto::SessionKdf> sessions;
+  for (engine::ObjectVerifier* v : ctx.verifiers) {
+    static_cast<Borg2b5Verifier*>(v)->ForEachSession(
+        [&](Bytes sid, crypto::SessionKdf kdf) { sessions[ToHex(sid)] = kdf; });
+  }
+  if (!sessions.empty()) {
+    size_t hkdf = 0, sha = 0;
+    for (const auto& [sid, kdf] : sessions) (kdf == crypto::SessionKdf::kHkdfSha512 ? hkdf : sha)++;
+    std::string what;
+    if (hkdf) what += fmt::format("{} with HKDF-SHA512 (borg 2.0.0b5..b7)", hkdf);
+    if (sha) what += fmt::format("{}{} with SHA-256 (borg 2.0.0b8 and later)", what.empty() ? "" : ", ", sha);
+    ctx.summary.notes.push_back(fmt::format("session keys: {} AEAD session(s) authenticated: {}", sessions.size(), what));
+  } else if (verify_data_ && type_ && type_->envelope == crypto::EnvelopeKind::kAead) {
+    ctx.summary.notes.push_back("session keys: no AEAD envelope authenticated under either derivation "
+                                "(HKDF-SHA512 of b5..b7, SHA-256 of b8 and later)");
+  }
+  key_.reset();  // wipes the key material
+  id_lane_hash_.reset();  // and the lanes' key states
+}
+
+}  // namespace
+
+std::unique_ptr<engine::ObjectSource> MakeBorg2b5Source(const engine::CheckOptions& options, const io::Env& env) {
+  return std::make_unique<Borg2b5Source>(options, env);
+}
+
+}  // namespace borgcheck::repo

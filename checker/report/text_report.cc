@@ -1,0 +1,261 @@
+#include "checker/report/text_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <ctime>
+#include <map>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "checker/report/exit_codes.h"
+#include "checker/report/output.h"
+
+namespace borgcheck::report {
+namespace {
+
+// What makes two findings "of one kind in one unit".
+using GroupKey = std::tuple<std::string, Severity, Stage, std::string, Reread>;
+
+GroupKey KeyOf(const Finding& f) {
+  return {LocationUnit(LocationSuffix(f)), f.severity, f.stage, f.message, f.reread};
+}
+
+std::string Plural(uint64_t n, std::string_view one, std::string_view many) {
+  return FormatCount(n) + " " + std::string(n == 1 ? one : many);
+}
+
+// One member line under a roll-up header: "  chunk <hex> [segment 2, offset 8]", and the first
+// use the archive pass found for it: ": affects a1: big.bin [bytes 0-4096] (and 4 more)".
+std::string MemberLine(const Finding& f) {
+  std::string line = " ";
+  if (f.chunk_id) line += " chunk " + ChunkIdHex(*f.chunk_id);
+  std::string loc = LocationSuffix(f);
+  if (!loc.empty()) line += " " + loc;
+  if (f.affected && !f.affected->uses.empty()) {
+    line += ": affects " + FormatAffectedUse(f.affected->uses.front());
+    if (f.affected->total > 1) line += fmt::format(" (and {} more)", FormatCount(f.affected->total - 1));
+  }
+  return line + "\n";
+}
+
+std::string RollUp(const std::vector<const Finding*>& members) {
+  const Finding& first = *members.front();
+  bool all_objects = true;
+  for (const Finding* f : members) all_objects &= f->chunk_id.has_value();
+  std::string unit = LocationUnit(LocationSuffix(first));
+  std::string out = fmt::format("{}: {}{}: {}: {}", SeverityName(first.severity), StageName(first.stage),
+                                unit.empty() ? "" : " " + unit,
+                                Plural(members.size(), all_objects ? "object" : "finding",
+                                       all_objects ? "objects" : "findings"),
+                                first.message);
+  if (first.reread != Reread::kNotReread) out += fmt::format(" (second read: {})", RereadName(first.reread));
+  out += "\n";
+  for (size_t i = 0; i < members.size() && i < kRollUpShown; ++i) out += MemberLine(*members[i]);
+  if (members.size() > kRollUpShown) {
+    out += fmt::format("  and {} more (--json lists every one)\n", FormatCount(members.size() - kRollUpShown));
+  }
+  // The advice of the archive pass depends on the kind of finding only: once per group.
+  if (!first.advice.empty()) out += "  advice: " + first.advice + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string FormatAffectedUse(const AffectedUse& u) {
+  // borg 2 master names an archive only in its archive object: without it, its id.
+  const std::string name = u.archive.empty() ? ChunkIdHex(u.archive_id) : u.archive;
+  if (u.use == "archive") {
+    return fmt::format("archive {}: its archive object ({}): nothing of the archive can be read", name,
+                       ChunkIdHex(u.archive_id));
+  }
+  if (u.use == "item_ptrs" || u.use == "items") {
+    std::string what = u.use == "items" ? "an item metadata chunk" : "an item_ptrs chunk";
+    std::string where = u.begin ? fmt::format(" at item stream byte {}", FormatCount(*u.begin)) : "";
+    return fmt::format("archive {}: {}{}: read up to item {}, the items in it are lost", name, what, where,
+                       FormatCount(u.items_read.value_or(0)));
+  }
+  std::string line = fmt::format("{}: {}", name, u.path.value_or(""));
+  if (u.begin && u.end) line += fmt::format(" [bytes {}-{}]", *u.begin, *u.end);
+  if (u.use == "chunks_healthy") line += " (chunks_healthy: already replaced by zeros by a borg check --repair)";
+  if (u.use == "hardlink" && u.via) line += " (hard link to " + *u.via + ")";
+  return line;
+}
+
+std::string FormatAffectedLines(const Finding& f) {
+  std::string out;
+  if (f.affected) {
+    const std::vector<AffectedUse>& uses = f.affected->uses;
+    for (size_t i = 0; i < uses.size() && i < kAffectedShown; ++i) out += "  affects " + FormatAffectedUse(uses[i]) + "\n";
+    const uint64_t shown = std::min<uint64_t>(uses.size(), kAffectedShown);
+    if (f.affected->total > shown) {
+      out += fmt::format("  and {} more (--json lists {})\n", FormatCount(f.affected->total - shown),
+                         f.affected->total > kMaxAffectedUses
+                             ? "the first " + FormatCount(kMaxAffectedUses) + " of them"
+                             : std::string("every one"));
+    }
+  }
+  if (!f.advice.empty()) out += "  advice: " + f.advice + "\n";
+  return out;
+}
+
+std::string FormatFindingLine(const Finding& f) {
+  std::string line = fmt::format("{}: {}", SeverityName(f.severity), StageName(f.stage));
+  if (f.chunk_id) line += " chunk " + ChunkIdHex(*f.chunk_id);
+  std::string loc = LocationSuffix(f);
+  if (!loc.empty()) line += " " + loc;
+  line += ": " + f.message;
+  if (f.reread != Reread::kNotReread) line += fmt::format(" (second read: {})", RereadName(f.reread));
+  return line + "\n";
+}
+
+std::string LocationUnit(std::string_view loc) {
+  // borg's suffix is "[<unit>, offset N]"; LocationSuffix writes nothing after the offset.
+  size_t at = loc.rfind(", offset ");
+  if (at == std::string_view::npos || loc.empty() || loc.back() != ']') return std::string(loc);
+  return std::string(loc.substr(0, at)) + "]";
+}
+
+std::string FormatFindings(const std::vector<Finding>& sorted) {
+  std::map<GroupKey, std::vector<const Finding*>> groups;
+  for (const Finding& f : sorted) groups[KeyOf(f)].push_back(&f);
+  std::string out;
+  for (const Finding& f : sorted) {
+    std::vector<const Finding*>& g = groups[KeyOf(f)];
+    if (g.size() < kRollUpAt) {
+      out += FormatFindingLine(f) + FormatAffectedLines(f);
+    } else if (g.front() == &f) {
+      out += RollUp(g);
+    }
+  }
+  return out;
+}
+
+std::string FormatSummaryLine(const RunSummary& s, int exit_code) {
+  if (s.skipped) {
+    return fmt::format("{}: skipped: a clean full verification completed {} (within --min-interval); nothing "
+                       "checked\n",
+                       s.repository, s.coverage.full_verification_at > 0 ? FormatRfc3339(s.coverage.full_verification_at)
+                                                                         : std::string("earlier"));
+  }
+  std::string archives;
+  if (s.archives_checked && s.archives_total) {
+    archives = fmt::format(", {} of {} archive{} checked", FormatCount(*s.archives_checked),
+                           FormatCount(*s.archives_total), *s.archives_total == 1 ? "" : "s");
+  }
+  return fmt::format("{}: {}: {} of {} objects {} ({}{}){}, {}, {}, {}{}\n", s.repository, VerdictName(s, exit_code),
+                     FormatCount(s.objects_verified), FormatCount(s.objects_total),
+                     s.verify_data ? "verified" : "CRC-checked", FormatBytes(s.stored_bytes),
+                     s.verify_data ? "" : ", keyless", archives,
+                     Plural(s.errors, "error", "errors") +
+                         (s.io_errors ? fmt::format(" ({} could not be read)", FormatCount(s.io_errors)) : ""),
+                     Plural(s.warnings, "warning", "warnings"),
+                     FormatDuration(s.elapsed_s), FormatPartialSuffix(s));
+}
+
+std::string FormatPartialSuffix(const RunSummary& s) {
+  if (s.complete) return "";
+  const std::string nouns = s.unit_noun + "s";
+  std::vector<std::string> parts;
+  if (!s.subset_label.empty()) parts.push_back("slice " + s.subset_label);
+  if (s.sample_fraction > 0) parts.push_back(fmt::format("sample {:.4g}% (seed {})", s.sample_fraction * 100, s.sample_seed));
+  if (s.stopped == "time-budget") parts.push_back("stopped by the time budget (" + FormatDuration(s.max_duration_s) + ")");
+  if (s.stopped == "signal") parts.push_back("stopped by a signal");
+  if (s.units_not_due) {
+    parts.push_back(fmt::format("{} {} verified within --max-age left out", FormatCount(s.units_not_due),
+                                s.units_not_due == 1 ? s.unit_noun : nouns));
+  }
+  parts.push_back(fmt::format("{} of {} {} read, {} of {} not read", FormatCount(s.segments), FormatCount(s.units_total),
+                              nouns, FormatBytes(s.bytes_skipped), FormatBytes(s.bytes_total)));
+  std::string out = "; partial: ";
+  for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
+  return out;
+}
+
+std::string FormatAge(double s) {
+  if (!(s >= 0)) s = 0;
+  if (s < 86400) return FormatDuration(s);
+  uint64_t t = uint64_t(s);
+  if (t / 3600 % 24 == 0) return fmt::format("{}d", t / 86400);
+  return fmt::format("{}d{:02}h", t / 86400, t / 3600 % 24);
+}
+
+std::string FormatCoverageLine(const RunSummary& s) {
+  if (!s.has_coverage || s.coverage.state_file.empty() || s.skipped) return "";
+  const RunSummary::Coverage& c = s.coverage;
+  const std::string nouns = s.unit_noun + "s";
+  std::string out = fmt::format("coverage: {:.1f}% of {} verified{} ({} of {} {}{})", c.ratio * 100,
+                                FormatBytes(s.bytes_total),
+                                c.max_age_s > 0 ? " within " + FormatAge(c.max_age_s) : std::string(),
+                                FormatCount(c.units_verified), FormatCount(s.units_total), nouns,
+                                c.units_never_verified ? fmt::format(", {} never", FormatCount(c.units_never_verified))
+                                                       : std::string());
+  out += c.full_verification_at > 0 ? "; full verification completed " + FormatRfc3339(c.full_verification_at)
+                                    : std::string("; no full verification completed yet");
+  if (c.oldest_verified_at > 0 && s.finished_at > 0) {
+    out += "; oldest " + s.unit_noun + " verified " + FormatAge(s.finished_at - c.oldest_verified_at) + " ago";
+  }
+  return out + "; state " + c.state_file + "\n";
+}
+
+std::string FormatVerboseLines(const RunSummary& s) {
+  std::string out;
+  for (const std::string& n : s.notes) out += "note: " + n + "\n";
+  // borg 2 master keeps objects in packs and has no transactions: `segments` counts packs.
+  std::string where = s.format == "borgstore-v4"
+                          ? fmt::format("{} packs ({})", FormatCount(s.segments), s.live_list_source)
+                          : fmt::format("{} segments, transaction {} ({})", FormatCount(s.segments),
+                                        s.transaction, s.live_list_source);
+  std::string rate = s.elapsed_s > 0 ? FormatBytes(uint64_t(double(s.bytes_read) / s.elapsed_s)) + "/s" : "-";
+  out += fmt::format("details: {}{}, {}, {} plaintext, {} read at {}, {} threads", s.format,
+                     s.mode.empty() ? "" : " " + s.mode, where, FormatBytes(s.plaintext_bytes),
+                     FormatBytes(s.bytes_read), rate, s.threads);
+  if (!s.version.empty()) out += ", borgcheck " + s.version;
+  if (!s.repository_id.empty()) out += ", repository id " + s.repository_id;
+  out += "\n";
+  for (const RunSummary::Phase& p : s.phases) out += fmt::format("phase {}: {:.2f}s\n", p.name, p.seconds);
+  return out;
+}
+
+std::string FormatBytes(uint64_t n) {
+  static const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double v = double(n);
+  int u = 0;
+  while (v >= 1024 && u < 5) {
+    v /= 1024;
+    ++u;
+  }
+  return u == 0 ? fmt::format("{} B", n) : fmt::format("{:.1f} {}", v, kUnits[u]);
+}
+
+std::string FormatCount(uint64_t n) {
+  std::string digits = std::to_string(n);
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string FormatDuration(double s) {
+  if (!(s >= 0)) s = 0;  // also NaN
+  if (s < 60) return fmt::format("{:.2f}s", s);
+  uint64_t t = uint64_t(s);
+  if (t < 3600) return fmt::format("{}m{:02}s", t / 60, t % 60);
+  return fmt::format("{}h{:02}m{:02}s", t / 3600, t / 60 % 60, t % 60);
+}
+
+std::string FormatClock(uint64_t s) { return fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60); }
+
+std::string FormatRfc3339(double unix_s) {
+  const long long total_ms = std::llround(unix_s * 1000);
+  time_t t = time_t(total_ms / 1000);
+  const int ms = int(total_ms % 1000);
+  struct tm tm {};
+  gmtime_r(&t, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+                     tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+}
+
+}  // namespace borgcheck::report

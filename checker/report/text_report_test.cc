@@ -1,0 +1,173 @@
+// The text report's lines: roll-ups, the summary line, the -v lines, the number formats.
+#include "checker/report/text_report.h"
+
+#include <catch2/catch.hpp>
+
+namespace borgcheck::report {
+namespace {
+
+ChunkId Id(uint8_t b) {
+  ChunkId id{};
+  id.fill(b);
+  return id;
+}
+
+Finding Truncated(uint32_t segment, uint64_t offset, uint8_t id) {
+  Finding f;
+  f.severity = Severity::kError;
+  f.stage = Stage::kTruncated;
+  f.chunk_id = Id(id);
+  f.segment = segment;
+  f.offset = offset;
+  f.message = "the segment ends at 200 bytes, before this object";
+  return f;
+}
+
+std::string Hex(uint8_t b) { return ChunkIdHex(Id(b)); }
+
+TEST_CASE("LocationUnit drops the offset of borg's location suffix", "[report]") {
+  CHECK(LocationUnit("[segment 2, offset 8]") == "[segment 2]");
+  CHECK(LocationUnit("[segment 2]") == "[segment 2]");
+  CHECK(LocationUnit("[pack 00ff, offset 5]") == "[pack 00ff]");
+  CHECK(LocationUnit("") == "");
+}
+
+TEST_CASE("two findings of a kind stay single lines; three are rolled up", "[report]") {
+  std::vector<Finding> two = {Truncated(26, 831, 1), Truncated(26, 3352, 2)};
+  CHECK(FormatFindings(two) ==
+        "error: truncated chunk " + Hex(1) + " [segment 26, offset 831]: the segment ends at 200 bytes, before this object\n"
+        "error: truncated chunk " + Hex(2) + " [segment 26, offset 3352]: the segment ends at 200 bytes, before this object\n");
+  std::vector<Finding> three = {Truncated(26, 831, 1), Truncated(26, 3352, 2), Truncated(26, 4065, 3)};
+  CHECK(FormatFindings(three) ==
+        "error: truncated [segment 26]: 3 objects: the segment ends at 200 bytes, before this object\n"
+        "  chunk " + Hex(1) + " [segment 26, offset 831]\n"
+        "  chunk " + Hex(2) + " [segment 26, offset 3352]\n"
+        "  chunk " + Hex(3) + " [segment 26, offset 4065]\n");
+}
+
+TEST_CASE("a roll-up lists the first 20 and counts the rest; other findings keep their place", "[report]") {
+  std::vector<Finding> sorted;
+  Finding header;
+  header.severity = Severity::kError;
+  header.stage = Stage::kTruncated;
+  header.chunk_id = Id(0xaa);
+  header.segment = 2;
+  header.offset = 8;
+  header.message = "invalid entry header";
+  sorted.push_back(header);
+  for (int i = 0; i < 1543; ++i) sorted.push_back(Truncated(2, 100 + uint64_t(i), uint8_t(i)));
+  Finding later = Truncated(3, 8, 0xbb);
+  later.stage = Stage::kAuthentication;
+  later.message = "MAC Authentication failed";
+  later.reread = Reread::kAgreed;
+  sorted.push_back(later);
+
+  std::string text = FormatFindings(sorted);
+  std::string expect = "error: truncated chunk " + Hex(0xaa) + " [segment 2, offset 8]: invalid entry header\n"
+                       "error: truncated [segment 2]: 1,543 objects: the segment ends at 200 bytes, before this object\n";
+  for (int i = 0; i < 20; ++i) {
+    expect += "  chunk " + Hex(uint8_t(i)) + " [segment 2, offset " + std::to_string(100 + i) + "]\n";
+  }
+  expect += "  and 1,523 more (--json lists every one)\n";
+  expect += "error: authentication chunk " + Hex(0xbb) + " [segment 3, offset 8]: MAC Authentication failed "
+            "(second read: agreed)\n";
+  CHECK(text == expect);
+}
+
+TEST_CASE("findings of one kind in different segments are different units", "[report]") {
+  std::vector<Finding> sorted = {Truncated(1, 8, 1), Truncated(1, 9, 2), Truncated(2, 8, 3), Truncated(2, 9, 4)};
+  CHECK(FormatFindings(sorted).find("objects") == std::string::npos);  // no group reaches three
+}
+
+TEST_CASE("a roll-up of findings without chunk ids counts findings, and keeps the reread", "[report]") {
+  std::vector<Finding> sorted;
+  for (uint64_t off : {8, 20, 40}) {
+    Finding f;
+    f.severity = Severity::kWarning;
+    f.stage = Stage::kEntryCrc;
+    f.segment = 5;
+    f.offset = off;
+    f.message = "CRC mismatch in a superseded entry";
+    f.reread = Reread::kPassed;
+    sorted.push_back(f);
+  }
+  CHECK(FormatFindings(sorted) ==
+        "warning: entry-crc [segment 5]: 3 findings: CRC mismatch in a superseded entry (second read: passed)\n"
+        "  [segment 5, offset 8]\n  [segment 5, offset 20]\n  [segment 5, offset 40]\n");
+}
+
+RunSummary Summary() {
+  RunSummary s;
+  s.repository = "/srv/copy/mac-repokey";
+  s.format = "borg1";
+  s.mode = "repokey";
+  s.verify_data = true;
+  s.transaction = 29;
+  s.live_list_source = "index";
+  s.segments = 30;
+  s.objects_total = 102;
+  s.objects_verified = 101;
+  s.stored_bytes = 266859;
+  s.plaintext_bytes = 284697;
+  s.bytes_read = 276462;
+  s.errors = 1;
+  s.elapsed_s = 0.0275;
+  s.threads = 4;
+  return s;
+}
+
+TEST_CASE("the summary line names the repository once and is short", "[report]") {
+  RunSummary s = Summary();
+  CHECK(FormatSummaryLine(s, 90) ==
+        "/srv/copy/mac-repokey: integrity-errors: 101 of 102 objects verified (260.6 KiB), 1 error, 0 warnings, 0.03s\n");
+  s.verify_data = false;
+  s.errors = 0;
+  s.warnings = 2;
+  s.objects_verified = 1234567;
+  s.elapsed_s = 3725;
+  CHECK(FormatSummaryLine(s, 1) ==
+        "/srv/copy/mac-repokey: warnings: 1,234,567 of 102 objects CRC-checked (260.6 KiB, keyless), 0 errors, "
+        "2 warnings, 1h02m05s\n");
+}
+
+TEST_CASE("verbose (-v) lines: notes, details, phases", "[report]") {
+  RunSummary s = Summary();
+  s.notes = {"key: config"};
+  s.version = "0.1.0";
+  s.repository_id = "3fe7";
+  s.phases = {{"key", 0.5}, {"read+verify", 12.25}};
+  CHECK(FormatVerboseLines(s) ==
+        "note: key: config\n"
+        "details: borg1 repokey, 30 segments, transaction 29 (index), 278.0 KiB plaintext, 270.0 KiB read at "
+        "9.6 MiB/s, 4 threads, borgcheck 0.1.0, repository id 3fe7\n"
+        "phase key: 0.50s\nphase read+verify: 12.25s\n");
+  s.format = "borgstore-v4";
+  s.notes.clear();
+  s.phases.clear();
+  s.version.clear();
+  s.repository_id.clear();
+  s.elapsed_s = 0;
+  CHECK(FormatVerboseLines(s) ==
+        "details: borgstore-v4 repokey, 30 packs (index), 278.0 KiB plaintext, 270.0 KiB read at -, 4 threads\n");
+}
+
+TEST_CASE("number, duration and time formats", "[report]") {
+  CHECK(FormatCount(0) == "0");
+  CHECK(FormatCount(999) == "999");
+  CHECK(FormatCount(1000) == "1,000");
+  CHECK(FormatCount(1543) == "1,543");
+  CHECK(FormatCount(18446744073709551615ull) == "18,446,744,073,709,551,615");
+  CHECK(FormatBytes(1023) == "1023 B");
+  CHECK(FormatBytes(1024) == "1.0 KiB");
+  CHECK(FormatDuration(0.044) == "0.04s");
+  CHECK(FormatDuration(59.994) == "59.99s");
+  CHECK(FormatDuration(123) == "2m03s");
+  CHECK(FormatDuration(-1) == "0.00s");
+  CHECK(FormatClock(3725) == "1:02:05");
+  CHECK(FormatRfc3339(0) == "1970-01-01T00:00:00.000Z");
+  CHECK(FormatRfc3339(1796132097.123) == "2026-12-01T13:34:57.123Z");
+  CHECK(FormatRfc3339(1796132097.9996) == "2026-12-01T13:34:58.000Z");
+}
+
+}  // namespace
+}  // namespace borgcheck::report

@@ -1,0 +1,429 @@
+"""Partial runs end to end (docs/nightly.md): --subset n/t, daily/week and daily/month over
+simulated dates, --max-duration with the state file (a run slowed down by the test-only read
+delay), kill -9 mid-run then resume, a signal mid-run on a damaged repository, the state file's
+problems (corrupt, another repository's, a newer version, a read-only folder), --min-interval,
+and the test hooks' guard.
+
+The state folders live outside the test folder (which must not change: cli_support), one per
+test. The test hooks need BORGCHECK_TEST_HOOKS (checker/cli/partial_args.h)."""
+
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import cli_support as cs  # noqa: E402
+from cli_support import CliTestCase  # noqa: E402
+
+HOOKS = {"BORGCHECK_TEST_HOOKS": "only-for-borgcheck-tests"}
+VERIFY = {"BORG_PASSPHRASE": cs.PASSPHRASE}
+
+
+def summary_of(test, r):
+    records = test.json_records(r)
+    test.assertEqual(records[-1]["type"], "summary", r)
+    return records[-1], records[:-1]
+
+
+class PartialTestCase(CliTestCase):
+    def setUp(self):
+        super().setUp()
+        self.state = tempfile.mkdtemp(prefix="borgcheck-state-")
+        self.addCleanup(self._remove_state)
+
+    def _remove_state(self):
+        for dirpath, dirnames, _ in os.walk(self.state):
+            for d in dirnames:
+                os.chmod(os.path.join(dirpath, d), 0o700)
+        os.chmod(self.state, 0o700)
+        shutil.rmtree(self.state, True)
+
+    def copy_repo(self, where):
+        """A writable copy of a fixture of any generation (<shared>/fixtures/<where>)."""
+        dest = os.path.join(self.tmp, where.replace("/", "_"))
+        shutil.copytree(os.path.join(cs.SHARED, "fixtures", where), dest, symlinks=True)
+        cs.make_writable(dest)
+        return dest
+
+    def state_file(self, summary):
+        return os.path.join(self.state, summary["repository_id"], "state.json")
+
+    def run_json(self, args, env=None, rc=0):
+        r = self.run_borgcheck(["--json"] + args, env=dict(VERIFY, **(env or {})))
+        self.assert_rc(r, rc)
+        return summary_of(self, r)
+
+
+class Slices(PartialTestCase):
+    def test_subset_1_to_7_of_7_covers_every_generation(self):
+        for where, manifest_in_units in (("borg1/v1.2.4/repos/repokey", True), ("borg2b5/repokey-aes-ocb", True),
+                                         ("borg2master/repos/aes256-ocb_sha256_repokey", False)):
+            with self.subTest(where=where):
+                repo = self.copy_repo(where)
+                full, _ = self.run_json(["--verify-data", "--repository-only", repo])
+                self.assertTrue(full["complete"], full)
+                self.assertEqual(full["bytes_skipped"], 0, full)
+                total = 0
+                for k in range(1, 8):
+                    s, findings = self.run_json(["--verify-data", "--repository-only", "--subset", "%d/7" % k, repo])
+                    self.assertEqual(findings, [])
+                    self.assertEqual((s["subset"], s["complete"], s["stopped"], s["verdict"]),
+                                     ("%d/7" % k, False, None, "ok"), s)
+                    self.assertEqual(s["bytes_total"], full["bytes_total"], s)
+                    self.assertEqual(s["bytes_read"] + s["bytes_skipped"], s["bytes_total"], s)
+                    self.assertGreater(s["bytes_skipped"], 0, s)
+                    self.assertIsNone(s["coverage"], s)  # no state: earlier slices are unknown
+                    total += s["objects_verified"]
+                self.assertEqual(total, full["objects_verified"] + (6 if manifest_in_units else 0))
+
+    def test_text_summary_says_what_a_slice_left_out(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        r = self.run_borgcheck(["--subset", "2/7", repo])
+        self.assert_rc(r, 0)
+        self.assertRegex(r.stdout, r"^%s: ok: \d+ of 102 objects CRC-checked \([^)]*\), 0 errors, 0 warnings, "
+                         r"[0-9.]+s; partial: slice 2/7, 30 of 30 segments read, [0-9.]+ KiB of [0-9.]+ KiB not "
+                         r"read\n$" % repo)
+
+    def test_a_week_of_daily_week_covers_the_repository_exactly(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/repokey")
+        full, _ = self.run_json(["--verify-data", "--repository-only", repo])
+        total = 0
+        # Monday 2026-11-30 .. Sunday 2026-12-06; --max-age keeps the state (and slices' marks).
+        for day in range(7):
+            date = "2026-%02d-%02d" % ((11, 30) if day == 0 else (12, day))
+            s, _ = self.run_json(["--verify-data", "--repository-only", "--subset", "daily/week", "--max-age", "8d",
+                                  "--state-dir", self.state, repo], env=dict(HOOKS, BORGCHECK_TEST_TODAY=date))
+            self.assertEqual(s["subset"], "%d/7" % (day + 1), s)
+            self.assertIn("TEST hook BORGCHECK_TEST_TODAY=%s in effect (the date and clock of this run)" % date,
+                          s["notes"])
+            total += s["objects_verified"]
+            c = s["coverage"]
+            if day < 6:
+                self.assertEqual((c["units_verified"], c["full_verification_at"]), (0, None), c)
+            else:
+                self.assertEqual((c["ratio"], c["units_verified"], c["units_never_verified"]), (1, 30, 0), c)
+                self.assertTrue(c["full_verification_at"].startswith("2026-12-06T"), c)
+                self.assertTrue(c["oldest_unit_verified_at"].startswith("2026-11-30T"), c)
+        self.assertEqual(total, full["objects_verified"] + 6)  # the manifest is in every slice
+        with open(self.state_file(s)) as f:
+            state = json.load(f)
+        self.assertEqual(len(state["units"]), 30)
+        for name, u in state["units"].items():
+            self.assertEqual((u["data"]["how"], u["data"]["result"]), ("slices", "clean"), name)
+            self.assertNotIn("slices", u, name)
+        # The next Monday starts the next week's rotation over: nothing is due twice meanwhile.
+        s, _ = self.run_json(["--verify-data", "--repository-only", "--subset", "daily/week", "--max-age", "8d",
+                              "--state-dir", self.state, repo], env=dict(HOOKS, BORGCHECK_TEST_TODAY="2026-12-07"))
+        self.assertEqual((s["subset"], s["units_not_due"]), ("1/7", 30), s)
+
+    def test_a_month_of_daily_month_covers_february_and_december(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        full, _ = self.run_json([repo])
+        for year, month, days in ((2027, 2, 28), (2026, 12, 31)):
+            state = os.path.join(self.state, "%d-%d" % (year, month))
+            total = 0
+            for day in range(1, days + 1):
+                s, _ = self.run_json(["--subset", "daily/month", "--state-dir", state, repo],
+                                     env=dict(HOOKS, BORGCHECK_TEST_TODAY="%d-%02d-%02d" % (year, month, day)))
+                self.assertEqual(s["subset"], "%d/%d" % (day, days), s)
+                total += s["objects_verified"]
+                self.assertEqual(s["coverage"]["units_verified"], 30 if day == days else 0, (day, s))
+            self.assertEqual(total, full["objects_verified"] + days - 1)
+
+    def test_a_sample_reports_its_seed_and_repeats_with_it(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        s, _ = self.run_json(["--sample", "30%", repo])
+        self.assertEqual(s["sample_fraction"], 0.3, s)
+        self.assertIsInstance(s["sample_seed"], int)
+        again, _ = self.run_json(["--sample", "30%", "--sample-seed", str(s["sample_seed"]), repo])
+        self.assertEqual((again["objects_verified"], again["bytes_read"]), (s["objects_verified"], s["bytes_read"]))
+        by_size, _ = self.run_json(["--sample", "50K", "--sample-seed", "1", repo])
+        self.assertAlmostEqual(by_size["sample_fraction"], 51200 / by_size["bytes_total"], places=9)
+        for whole in ("100%", "1T"):  # everything, or at least the repository's size: a full run
+            s, _ = self.run_json(["--sample", whole, repo])
+            self.assertEqual((s["complete"], s["sample_fraction"], s["sample_seed"]), (True, None, None), s)
+        r = self.run_borgcheck(["--sample", "5%", "--sample-seed", "7", repo])
+        self.assertIn("; partial: sample 5% (seed 7), 30 of 30 segments read", r.stdout)
+
+
+class TimeBudget(PartialTestCase):
+    SLOW = dict(HOOKS, BORGCHECK_TEST_READ_DELAY_US="20000")
+
+    def test_repeated_runs_cover_everything_once_before_verifying_again(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/repokey")
+        read, runs = 0, 0
+        while True:
+            s, _ = self.run_json(["--verify-data", "--repository-only", "--max-duration", "0.4s", "--state-dir",
+                                  self.state, repo], env=self.SLOW)
+            runs += 1
+            c = s["coverage"]
+            read += s["segments"]
+            self.assertIn(s["stopped"], (None, "time-budget"), s)
+            if c["units_never_verified"] == 0:
+                break
+            self.assertEqual(s["stopped"], "time-budget", s)
+            self.assertEqual(c["units_verified"], read, s)  # nothing verified twice so far
+            self.assertLess(runs, 30)
+        self.assertGreaterEqual(runs, 2)
+        self.assertLess(read - s["segments"], 30)  # the last run completed the sweep...
+        self.assertGreaterEqual(read, 30)          # ...and went on with the oldest
+        self.assertIsNotNone(c["full_verification_at"])
+
+    def test_kill_9_mid_run_then_resume_loses_nothing(self):
+        repo = self.copy_repo("borg1/corrupt/mac-repokey")  # segment 2: a MAC failure
+        env = dict(VERIFY, BORGCHECK_TEST_CHECKPOINT_S="0.05", **self.SLOW)
+        proc = self.start(["--json", "--progress=always", "--verify-data", "--repository-only", "--max-duration", "1h",
+                           "--state-dir", self.state, repo], env=env)
+        deadline = time.monotonic() + 60
+        marked, states = {}, []
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            states = [os.path.join(self.state, d, "state.json") for d in os.listdir(self.state)]
+            if states and os.path.exists(states[0]):
+                with open(states[0]) as f:
+                    marked = json.load(f)["units"]  # always a whole file: written atomically
+                if len(marked) >= 8:
+                    break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        self.check_finished(proc, cs.RunResult(proc.cli_args, proc.returncode, b"", b""))
+        self.assertGreaterEqual(len(marked), 8)
+        with open(states[0]) as f:
+            state = json.load(f)  # still a valid state after the kill
+        marked = state["units"]
+        self.assertLess(len(marked), 30, "the run finished before it could be killed")
+        self.assertNotIn("last_run", state)
+        for name, u in marked.items():
+            self.assertEqual(u["data"]["result"], "errors" if name == "segment 2" else "clean", name)
+        clean = [n for n, u in marked.items() if u["data"]["result"] == "clean"]
+        # Resume: what was marked clean is not read again; everything else is, the damage included.
+        s, findings = self.run_json(["--verify-data", "--repository-only", "--max-age", "30d", "--state-dir",
+                                     self.state, repo], rc=90)
+        self.assertEqual(s["units_not_due"], len(clean), s)
+        self.assertEqual(s["segments"], 30 - len(clean), s)
+        self.assertEqual([(f["segment"], f["stage"]) for f in findings if f["type"] == "finding"],
+                         [(2, "authentication")])
+        self.assertEqual((s["coverage"]["ratio"], s["coverage"]["units_never_verified"]), (1, 0), s)
+
+    def test_a_damaged_segment_is_verified_again_and_reported_in_the_next_run(self):
+        repo = self.copy_repo("borg1/corrupt/mac-repokey")
+        args = ["--json", "--verify-data", "--repository-only", "--max-duration", "0.5s", "--max-age", "30d",
+                "--state-dir", self.state, repo]
+        found = 0
+        for run in range(6):  # the first runs may not reach segment 2 yet (at least one segment a run)
+            r = self.run_borgcheck(args, env=dict(VERIFY, **self.SLOW))
+            s, records = summary_of(self, r)
+            findings = [(f["segment"], f["chunk_id"]) for f in records if f["type"] == "finding"]
+            if not found and r.rc == 0:
+                self.assertEqual(findings, [])
+                continue
+            self.assert_rc(r, 90)
+            self.assertEqual(findings, [(2, cs.MAC_REPOKEY_CHUNK)], run)
+            found += 1
+        self.assertGreaterEqual(found, 3)
+
+
+class Signals(PartialTestCase):
+    def test_sigterm_mid_run_prints_the_findings_so_far(self):
+        repo = self.copy_repo("borg1/corrupt/mac-repokey")
+        proc = self.start(["--json", "--progress=always", "--verify-data", "--repository-only", repo],
+                          env=dict(VERIFY, BORGCHECK_TEST_READ_DELAY_US="30000", **HOOKS))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            self.assertTrue(line, "the run ended before it could be signalled")
+            rec = json.loads(line)
+            if rec["type"] == "progress" and rec["objects_done"] >= 40:
+                break
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+        r = self.check_finished(proc, cs.RunResult(proc.cli_args, proc.returncode, out, err))
+        self.assert_rc(r, 143)
+        self.assertEqual(r.stderr, "")
+        records = [json.loads(x) for x in r.stdout.splitlines()]  # every line is JSON
+        kinds = [x["type"] for x in records if x["type"] != "progress"]
+        self.assertEqual(kinds, ["finding", "summary"], r)
+        finding, s = [x for x in records if x["type"] != "progress"]
+        self.assertEqual((finding["segment"], finding["stage"], finding["chunk_id"]),
+                         (2, "authentication", cs.MAC_REPOKEY_CHUNK))
+        self.assertEqual((s["verdict"], s["exit_code"], s["complete"], s["stopped"], s["errors"]),
+                         ("interrupted", 143, False, "signal", 1), s)
+        self.assertLess(s["objects_verified"], s["objects_total"], s)
+        self.assertGreaterEqual(s["objects_verified"], 39, s)
+
+    def test_sigint_in_text_mode_prints_findings_summary_and_the_stop(self):
+        repo = self.copy_repo("borg1/corrupt/mac-repokey")
+        proc = self.start(["--progress=always", "--progress-interval", "0.1", "--verify-data", repo],
+                          env=dict(VERIFY, BORGCHECK_TEST_READ_DELAY_US="30000", **HOOKS))
+        # Wait for a progress line that shows objects verified (reading has begun).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            line = proc.stderr.readline().decode()
+            self.assertTrue(line, "the run ended before it could be signalled")
+            if line.startswith("borgcheck: progress") and not line.split(", ")[1].startswith("0 of"):
+                break
+        proc.send_signal(signal.SIGINT)
+        r = self.finish(proc, timeout=30)
+        self.assert_rc(r, 130)
+        lines = r.stdout.splitlines()
+        self.assertRegex(r.stdout, r": interrupted: \d+ of 102 objects verified .*; partial: stopped by a signal, "
+                         r"\d+ of 30 segments read")
+        self.assertIn("borgcheck: stopped by signal 2 before the check finished\n", r.stderr)
+        if any("segment 2" in x for x in lines):
+            self.assertTrue(lines[0].startswith("error: authentication chunk " + cs.MAC_REPOKEY_CHUNK), r)
+
+
+class Metrics(PartialTestCase):
+    COVERAGE = ["borgcheck_complete", "borgcheck_skipped_bytes", "borgcheck_coverage_ratio",
+                "borgcheck_coverage_units_verified", "borgcheck_coverage_units_never_verified",
+                "borgcheck_full_verification_timestamp_seconds", "borgcheck_oldest_verification_timestamp_seconds"]
+
+    def metrics(self, path):
+        with open(path, "rb") as f:
+            p = subprocess.run([shutil.which("promtool") or "promtool", "check", "metrics"], stdin=f,
+                               capture_output=True, timeout=60)
+        self.assertEqual((p.returncode, p.stdout, p.stderr), (0, b"", b""), "promtool check metrics")
+        values, names = {}, []
+        with open(path) as f:
+            for line in f:
+                if line.startswith("# TYPE "):
+                    names.append(line.split()[2])
+                elif not line.startswith("#") and "stage=" not in line:
+                    values[line.split("{")[0]] = float(line.rsplit(" ", 1)[1])
+        return values, names
+
+    @staticmethod
+    def units_in(state):
+        [repo_id] = os.listdir(state)
+        with open(os.path.join(state, repo_id, "state.json")) as f:
+            return len(json.load(f)["units"])
+
+    def test_partial_runs_and_runs_with_a_state_export_their_coverage(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        path = os.path.join(self.state, "borgcheck.prom")
+        self.assert_rc(self.run_borgcheck(["--metrics-file", path, repo]), 0)
+        values, names = self.metrics(path)
+        self.assertFalse(set(self.COVERAGE) & set(names), names)  # a plain full run: unchanged
+        self.assert_rc(self.run_borgcheck(["--subset", "3/7", "--metrics-file", path, repo]), 0)
+        values, names = self.metrics(path)
+        self.assertEqual(names[-2:], self.COVERAGE[:2])  # no state: no coverage to tell
+        self.assertEqual(values["borgcheck_complete"], 0)
+        self.assertGreater(values["borgcheck_skipped_bytes"], 0)
+        state = os.path.join(self.state, "s")
+        self.assert_rc(self.run_borgcheck(["--max-age", "30d", "--state-dir", state, "--metrics-file", path, repo]), 0)
+        values, names = self.metrics(path)
+        self.assertEqual(names[-7:], self.COVERAGE)
+        self.assertEqual((values["borgcheck_complete"], values["borgcheck_skipped_bytes"],
+                          values["borgcheck_coverage_ratio"], values["borgcheck_coverage_units_verified"],
+                          values["borgcheck_coverage_units_never_verified"]), (1, 0, 1, self.units_in(state), 0))
+        self.assertAlmostEqual(values["borgcheck_full_verification_timestamp_seconds"], time.time(), delta=60)
+        self.assertGreater(values["borgcheck_oldest_verification_timestamp_seconds"], 0)
+
+
+class State(PartialTestCase):
+    def first_run(self, repo):
+        s, _ = self.run_json(["--max-age", "30d", "--state-dir", self.state, repo])
+        return s
+
+    def test_a_corrupt_state_file_is_set_aside_and_the_run_starts_over(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        path = self.state_file(self.first_run(repo))
+        with open(path, "w") as f:
+            f.write("{\"borgcheck_state\": 1, \"units\": ")
+        r = self.run_borgcheck(["--max-age", "30d", "--state-dir", self.state, repo])
+        self.assert_rc(r, 0)
+        self.assertEqual(r.stderr, "borgcheck: warning: the state file %s is corrupt (not valid JSON): set aside as "
+                         "%s.corrupt; this run starts from an empty state (every unit counts as unverified)\n"
+                         % (path, path))
+        self.assertIn(": ok: 102 of 102 objects CRC-checked", r.stdout)
+        self.assertTrue(os.path.exists(path + ".corrupt"))
+        with open(path) as f:
+            self.assertEqual(len(json.load(f)["units"]), 30)
+        # JSON: the same warning is a note.
+        with open(path, "w") as f:
+            f.write("garbage")
+        s, _ = self.run_json(["--max-age", "30d", "--state-dir", self.state, repo])
+        self.assertTrue(any("is corrupt (not valid JSON)" in n for n in s["notes"]), s)
+
+    def test_another_repositorys_state_is_refused(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        other = self.copy_repo("borg1/v1.2.4/repos/repokey")
+        mine = self.first_run(repo)
+        theirs = self.first_run(other)
+        shutil.copy(self.state_file(theirs), self.state_file(mine))
+        r = self.run_borgcheck(["--max-age", "30d", "--state-dir", self.state, repo])
+        self.assert_error_exit(r, 2, "the state file %s belongs to repository %s, not to %s: refused"
+                               % (self.state_file(mine), theirs["repository_id"], mine["repository_id"]))
+        r = self.run_borgcheck(["--json", "--max-age", "30d", "--state-dir", self.state, repo])
+        self.assertEqual([(x["type"], x["code"], x["exit_code"]) for x in self.json_records(r)],
+                         [("error", "invalid-argument", 2)])
+
+    def test_a_newer_state_version_is_refused(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        path = self.state_file(self.first_run(repo))
+        with open(path) as f:
+            state = json.load(f)
+        state["borgcheck_state"] = 2
+        with open(path, "w") as f:
+            json.dump(state, f)
+        r = self.run_borgcheck(["--max-age", "30d", "--state-dir", self.state, repo])
+        self.assert_error_exit(r, 2, "was written by a newer borgcheck (state version 2; this borgcheck reads "
+                               "version 1): refused")
+
+    def test_a_read_only_state_folder_checks_and_exits_2(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        folder = os.path.join(self.state, self.first_run(repo)["repository_id"])
+        os.chmod(folder, 0o555)
+        args = ["--max-duration", "1h", "--state-dir", self.state, repo]
+        if os.geteuid() == 0:
+            # root writes into any folder: run as nobody, who can read the copies but not write.
+            for p in (self.tmp, self.state):
+                os.chmod(p, 0o755)
+            for dirpath, dirnames, filenames in os.walk(self.tmp):
+                for n in dirnames:
+                    os.chmod(os.path.join(dirpath, n), 0o755)
+                for n in filenames:
+                    os.chmod(os.path.join(dirpath, n), 0o644)
+            os.chmod(folder, 0o555)
+            os.chmod(os.path.join(folder, "state.json"), 0o644)
+            os.chmod(os.path.join(folder, "lock"), 0o644)
+            env = self.environment({})
+            r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", cs.BINARY] + args,
+                               env=env, cwd="/", capture_output=True, text=True, timeout=60)
+            r = cs.RunResult(args, r.returncode, r.stdout.encode(), r.stderr.encode())
+        else:
+            r = self.run_borgcheck(args)
+        self.assert_rc(r, 2)
+        # The check ran (its summary is printed), then said what it could not record.
+        self.assertTrue(r.stdout.startswith(repo + ": could-not-run: 102 of 102 objects CRC-checked"), r)
+        self.assertIn("borgcheck: warning: the state folder %s is not writable" % folder, r.stderr)
+        self.assertIn("this run's verification was not recorded", r.stderr)
+
+    def test_min_interval_skips_after_a_clean_full_verification(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        r = self.run_borgcheck(["--min-interval", "7d", "--state-dir", self.state, repo])
+        self.assert_rc(r, 0)
+        self.assertIn(": ok: 102 of 102 objects CRC-checked", r.stdout)
+        r = self.run_borgcheck(["--min-interval", "7d", "--state-dir", self.state, repo])
+        self.assert_rc(r, 0)
+        self.assertRegex(r.stdout, r"^%s: skipped: a clean full verification completed \d{4}-\d\d-\d\dT[0-9:.]+Z "
+                         r"\(within --min-interval\); nothing checked\n$" % repo)
+        s, _ = self.run_json(["--min-interval", "7d", "--state-dir", self.state, repo])
+        self.assertEqual((s["verdict"], s["objects_verified"], s["complete"]), ("skipped", 0, False), s)
+
+    def test_test_hooks_are_refused_without_their_guard(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        r = self.run_borgcheck([repo], env={"BORGCHECK_TEST_TODAY": "2026-12-01"})
+        self.assert_error_exit(r, 2, "BORGCHECK_TEST_TODAY is a test-only hook")
+
+
+if __name__ == "__main__":
+    cs.main()

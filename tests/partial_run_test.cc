@@ -1,0 +1,581 @@
+// Partial runs through the whole engine, in-process, for every generation (issue 9):
+//   * --subset k/7 for k = 1..7 partitions the objects exactly (pairwise disjoint, union = every
+//     object; the manifest in every slice), on a fixture of each generation and on a real borg
+//     1.2.4 repository before and after `borg compact` (the same partition: by chunk id, not by
+//     segment); each slice reads about 1/7 of the bytes (from the summary);
+//   * a time budget (--max-duration, reads slowed by io::FaultEnv): repeated runs verify every
+//     unit once before any is verified again, least recently verified first; a damaged segment
+//     found in one run is verified again and reported in the next;
+//   * a stop (signal) mid-run: the findings so far and a partial summary, and only completed
+//     units marked; a vanished unit: the units before it stay marked, it and later ones not;
+//   * the state: corrupt, another repository's, a newer version, an unwritable folder;
+//   * --min-interval and --max-age.
+// Which objects a run verified is seen through a decorator of the generation's ObjectSource
+// that records what each ReadUnit hands the engine (the engine and the generation are the real
+// ones).
+#include <catch2/catch.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "checker/base/stop_signal.h"
+#include "checker/engine/engine.h"
+#include "checker/engine/object_filter.h"
+#include "checker/engine/unit_state.h"
+#include "checker/io/fault_env.h"
+#include "checker/repo/borg1/borg1_source.h"
+#include "checker/repo/borg2b5/borg2b5_source.h"
+#include "checker/repo/borgstore/borgstore_source.h"
+#include "tests/test_support.h"
+
+namespace borgcheck::testing {
+namespace {
+namespace fs = std::filesystem;
+using engine::ChunkId;
+using engine::ObjectFilter;
+
+const ChunkId kManifest{};
+
+// --- a recording decorator ------------------------------------------------------------------
+
+struct Recorded {
+  std::mutex mu;
+  std::set<ChunkId> ids;            // live and orphan objects handed over
+  std::vector<size_t> units;        // ReadUnit calls, in call order
+};
+
+class RecordingSink final : public engine::UnitSink {
+ public:
+  RecordingSink(engine::UnitSink& inner, Recorded& rec) : inner_(inner), rec_(rec) {}
+  bool Wants(const ChunkId& id) const override { return inner_.Wants(id); }
+  bool WantsAll() const override { return inner_.WantsAll(); }
+  std::shared_ptr<engine::Block> TakeBlock(uint64_t off, uint64_t n) override { return inner_.TakeBlock(off, n); }
+  void Objects(std::shared_ptr<engine::Block> block, std::vector<engine::ObjectRef> refs) override {
+    {
+      std::lock_guard<std::mutex> lock(rec_.mu);
+      for (const engine::ObjectRef& r : refs) {
+        if (r.role != engine::ObjectRole::kSuperseded) rec_.ids.insert(r.id);
+      }
+    }
+    inner_.Objects(std::move(block), std::move(refs));
+  }
+  void Finding(report::Finding f, bool object_done) override { inner_.Finding(std::move(f), object_done); }
+  void Vanished() override { inner_.Vanished(); }
+  bool Stopping() const override { return inner_.Stopping(); }
+
+ private:
+  engine::UnitSink& inner_;
+  Recorded& rec_;
+};
+
+class RecordingSource final : public engine::ObjectSource {
+ public:
+  RecordingSource(std::unique_ptr<engine::ObjectSource> inner, Recorded& rec) : inner_(std::move(inner)), rec_(rec) {}
+  Result<engine::Plan> MakePlan() override { return inner_->MakePlan(); }
+  Status LoadKey(engine::Plan& plan) override { return inner_->LoadKey(plan); }
+  void FallBackToKeyless() override { inner_->FallBackToKeyless(); }
+  std::string ModeName() const override { return inner_->ModeName(); }
+  Result<std::unique_ptr<engine::ObjectVerifier>> MakeVerifier() const override { return inner_->MakeVerifier(); }
+  void ReadUnit(size_t index, engine::UnitSink& sink) override {
+    {
+      std::lock_guard<std::mutex> lock(rec_.mu);
+      rec_.units.push_back(index);
+    }
+    RecordingSink s(sink, rec_);
+    inner_->ReadUnit(index, s);
+  }
+  bool ChangedSinceStart() const override { return inner_->ChangedSinceStart(); }
+  void Finish(engine::FinishContext& ctx) override { inner_->Finish(ctx); }
+
+ private:
+  std::unique_ptr<engine::ObjectSource> inner_;
+  Recorded& rec_;
+};
+
+enum class Gen { kBorg1, kBorg2b5, kBorgstore };
+
+struct Run {
+  engine::CheckOutcome out;
+  std::set<ChunkId> ids;
+  std::vector<size_t> units;
+};
+
+Run CheckWith(Gen gen, const engine::CheckOptions& o, const io::Env& env = io::Env::Default()) {
+  Recorded rec;
+  std::unique_ptr<engine::ObjectSource> inner = gen == Gen::kBorg1     ? repo::MakeBorg1Source(o, env)
+                                                : gen == Gen::kBorg2b5 ? repo::MakeBorg2b5Source(o, env)
+                                                                       : repo::MakeBorgstoreSource(o, env);
+  RecordingSource src(std::move(inner), rec);
+  Run r;
+  r.out = engine::RunEngine(src, o, {}, env);
+  r.ids = std::move(rec.ids);
+  r.units = std::move(rec.units);
+  return r;
+}
+
+engine::CheckOptions Options(const std::string& repo, bool verify_data = true) {
+  engine::CheckOptions o;
+  o.repository = repo;
+  o.verify_data = verify_data;
+  o.threads = 2;
+  o.repository_only = true;
+  return o;
+}
+
+std::string ErrorsOf(const engine::CheckOutcome& o) {
+  std::string s = o.status.message();
+  for (const report::Finding& f : o.findings) s += "\n" + f.message;
+  return s;
+}
+
+// The slices k/7 of one repository partition the objects of a full run.
+void CheckPartition(Gen gen, const std::string& repo, std::vector<std::set<ChunkId>>* slices = nullptr,
+                    std::vector<uint64_t>* bytes_read = nullptr) {
+  engine::CheckOptions o = Options(repo);
+  Run full = CheckWith(gen, o);
+  INFO(repo << ": " << ErrorsOf(full.out));
+  REQUIRE(full.out.status.ok());
+  REQUIRE(full.out.summary.errors == 0);
+  REQUIRE(full.out.summary.complete);
+  REQUIRE(full.ids.size() > 10);
+  std::set<ChunkId> seen;
+  uint64_t verified_sum = 0, read_sum = 0;
+  for (uint32_t k = 1; k <= 7; ++k) {
+    o.subset_k = k;
+    o.subset_t = 7;
+    Run part = CheckWith(gen, o);
+    INFO("slice " << k << ": " << ErrorsOf(part.out));
+    REQUIRE(part.out.status.ok());
+    CHECK(part.out.summary.errors == 0);
+    CHECK_FALSE(part.out.summary.complete);
+    CHECK(part.out.summary.subset == fmt::format("{}/7", k));
+    const report::RunSummary& s = part.out.summary;
+    CHECK(s.bytes_total == full.out.summary.bytes_total);
+    CHECK(s.bytes_read + s.bytes_skipped == s.bytes_total);
+    CHECK(s.bytes_read < s.bytes_total);
+    CHECK(s.objects_verified == part.ids.size());
+    for (const ChunkId& id : part.ids) {
+      CHECK(full.ids.count(id) == 1);
+      if (id == kManifest) continue;
+      CHECK(ObjectFilter::SliceOf(id, 7) == k);
+      CHECK(seen.insert(id).second);  // in no earlier slice
+    }
+    verified_sum += s.objects_verified;
+    read_sum += s.bytes_read;
+    if (slices) slices->push_back(part.ids);
+    if (bytes_read) bytes_read->push_back(s.bytes_read);
+  }
+  const bool manifest_in_units = full.ids.count(kManifest) == 1;
+  if (manifest_in_units) seen.insert(kManifest);
+  CHECK(seen == full.ids);
+  CHECK(verified_sum == full.ids.size() + (manifest_in_units ? 6 : 0));
+  CHECK(read_sum <= full.out.summary.bytes_total + (manifest_in_units ? 6 * 4096 : 0));
+}
+
+TEST_CASE("slices 1/7..7/7 partition the objects of borg 1.x and 2.0.0b5 and borg 2 master repositories") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
+  const std::string shared = SharedDir() + "/fixtures";
+  SECTION("borg 1.2.4 repokey") { CheckPartition(Gen::kBorg1, shared + "/borg1/v1.2.4/repos/repokey"); }
+  SECTION("borg 1.2.4 none, keyless") {
+    // The keyless tier reads the same slices (CRCs only).
+    engine::CheckOptions o = Options(shared + "/borg1/v1.2.4/repos/none", false);
+    Run full = CheckWith(Gen::kBorg1, o);
+    std::set<ChunkId> seen;
+    for (uint32_t k = 1; k <= 7; ++k) {
+      o.subset_k = k;
+      o.subset_t = 7;
+      Run part = CheckWith(Gen::kBorg1, o);
+      for (const ChunkId& id : part.ids) {
+        if (id != kManifest) CHECK(seen.insert(id).second);
+      }
+    }
+    seen.insert(kManifest);
+    CHECK(seen == full.ids);
+  }
+  SECTION("borg 2.0.0b5 repokey-aes-ocb") { CheckPartition(Gen::kBorg2b5, shared + "/borg2b5/repokey-aes-ocb"); }
+  SECTION("borg 2 master aes256-ocb_sha256_repokey") {
+    CheckPartition(Gen::kBorgstore, shared + "/borg2master/repos/aes256-ocb_sha256_repokey");
+  }
+}
+
+// --- a real borg 1.2.4 repository, compacted ---------------------------------------------------
+
+int Sh(const std::string& cmd) { return std::system(cmd.c_str()); }
+
+TEST_CASE("the partition is the same after borg compact and each slice reads about 1/7 of the bytes") {
+  const fs::path root = fs::temp_directory_path() / fmt::format("borgcheck-compact-{}", ::getpid());
+  fs::remove_all(root);
+  fs::create_directories(root / "a");
+  fs::create_directories(root / "b");
+  // 1400 small files of random bytes: one chunk each (below borg's minimum chunk size), so the
+  // slices' shares are shares of many similar objects.
+  std::mt19937_64 rng(9);
+  for (int i = 0; i < 1400; ++i) {
+    std::string bytes(1024 + rng() % 3072, '\0');
+    for (char& c : bytes) c = char(rng());
+    std::ofstream(root / (i < 700 ? "a" : "b") / fmt::format("f{}", i), std::ios::binary) << bytes;
+  }
+  const std::string repo = (root / "repo").string();
+  const std::string borg = fmt::format("cd {} && BORG_BASE_DIR={}/base BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK=yes "
+                                       "borg ",
+                                       root.string(), root.string());
+  REQUIRE(Sh(borg + "init -e none " + repo + " >/dev/null 2>&1") == 0);
+  REQUIRE(Sh(borg + "create " + repo + "::one a >/dev/null 2>&1") == 0);
+  REQUIRE(Sh(borg + "create " + repo + "::two b >/dev/null 2>&1") == 0);
+  std::vector<std::set<ChunkId>> before, after;
+  std::vector<uint64_t> bytes_after;
+  CheckPartition(Gen::kBorg1, repo, &before);
+  Run full_before = CheckWith(Gen::kBorg1, Options(repo));
+  REQUIRE(Sh(borg + "delete " + repo + "::one >/dev/null 2>&1") == 0);
+  REQUIRE(Sh(borg + "compact " + repo + " >/dev/null 2>&1") == 0);
+  CheckPartition(Gen::kBorg1, repo, &after, &bytes_after);
+  Run full_after = CheckWith(Gen::kBorg1, Options(repo));
+  REQUIRE(full_after.out.status.ok());
+  // compact rewrote segments: other units now.
+  CHECK(full_after.units.size() > 0);
+  CHECK(full_after.ids.size() < full_before.ids.size() - 600);
+  for (size_t k = 0; k < 7; ++k) {
+    std::set<ChunkId> expected;
+    for (const ChunkId& id : before[k]) {
+      if (full_after.ids.count(id)) expected.insert(id);
+    }
+    CHECK(after[k] == expected);
+  }
+  uint64_t sum = 0;
+  for (uint64_t b : bytes_after) sum += b;
+  for (uint64_t b : bytes_after) {
+    CHECK(double(b) > 0.7 * double(sum) / 7);
+    CHECK(double(b) < 1.3 * double(sum) / 7);
+  }
+  // And against the whole repository (headers, the manifest and the archives' metadata included).
+  CHECK(double(sum) > 0.8 * double(full_after.out.summary.bytes_total));
+  fs::remove_all(root);
+}
+
+// --- time budget and state ---------------------------------------------------------------------
+
+struct StateFolder {
+  StateFolder() {
+    std::string tmpl = (fs::temp_directory_path() / "borgcheck-state-XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()));
+    path = tmpl;
+  }
+  ~StateFolder() {
+    std::error_code ec;
+    fs::permissions(path, fs::perms::owner_all, fs::perm_options::add, ec);
+    fs::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+engine::StateFile ReadState(const std::string& path) {
+  std::ifstream f(path);
+  std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  Result<engine::StateFile> s = engine::ParseState(text);
+  REQUIRE(s.ok());
+  return *s;
+}
+
+TEST_CASE("a time budget verifies every unit once before any is verified again and oldest first") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
+  RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/repokey");
+  StateFolder state;
+  io::FaultEnv slow;
+  slow.DelayReads(std::chrono::milliseconds(15));
+  engine::CheckOptions o = Options(repo.path());
+  o.state_dir = state.path;
+  o.max_duration_s = 0.25;
+  std::vector<size_t> sequence;  // units read, run after run
+  size_t runs = 0, units_total = 0;
+  while (runs < 40) {
+    Run r = CheckWith(Gen::kBorg1, o, slow);
+    ++runs;
+    INFO("run " << runs << ": " << ErrorsOf(r.out));
+    REQUIRE(r.out.status.ok());
+    REQUIRE(r.out.state_status.ok());
+    units_total = r.out.summary.units_total;
+    CHECK(r.out.summary.errors == 0);
+    CHECK(r.out.summary.has_coverage);
+    CHECK(r.out.summary.segments == r.units.size());
+    sequence.insert(sequence.end(), r.units.begin(), r.units.end());
+    if (r.out.summary.coverage.units_never_verified == 0) break;
+    CHECK_FALSE(r.out.summary.complete);
+    CHECK(r.out.summary.stopped == "time-budget");
+    CHECK(r.units.size() < units_total);  // the budget cut it short
+    CHECK(!r.units.empty());              // but every run advances
+  }
+  REQUIRE(units_total == 30);
+  REQUIRE(runs >= 2);
+  REQUIRE(sequence.size() >= units_total);
+  // The first units_total reads are every unit once.
+  std::set<size_t> first(sequence.begin(), sequence.begin() + long(units_total));
+  CHECK(first.size() == units_total);
+  CHECK(sequence.size() - units_total < units_total);  // the last run went on with the oldest
+  for (size_t i = units_total; i < sequence.size(); ++i) CHECK(sequence[i] == sequence[i - units_total]);
+  // The next run starts again with the least recently verified: the first run's units.
+  Run next = CheckWith(Gen::kBorg1, o, slow);
+  REQUIRE(!next.units.empty());
+  const size_t done = sequence.size() - units_total;
+  for (size_t i = 0; i < next.units.size() && done + i < units_total; ++i) CHECK(next.units[i] == sequence[done + i]);
+  const engine::StateFile st =
+      ReadState(state.path + "/" + next.out.summary.repository_id + "/" + engine::kStateFileName);
+  CHECK(st.units.size() == units_total);
+  REQUIRE(st.full_data.has_value());
+  CHECK(st.full_data->clean);
+}
+
+TEST_CASE("a damaged segment found in one partial run is verified again and reported in the next") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
+  RepoCopy repo(Borg1Fixtures() + "/corrupt/mac-repokey");  // segment 2, offset 8: MAC
+  StateFolder state;
+  io::FaultEnv slow;
+  slow.DelayReads(std::chrono::milliseconds(15));
+  engine::CheckOptions o = Options(repo.path());
+  o.state_dir = state.path;
+  o.max_duration_s = 0.25;
+  o.max_age_s = 30 * 86400;
+  // The first runs read the never verified segments in plan order (at least one a run, however
+  // slow planning is): until one reaches segment 2.
+  Run one;
+  for (int run = 0; run < 3; ++run) {
+    one = CheckWith(Gen::kBorg1, o, slow);
+    REQUIRE(one.out.status.ok());
+    REQUIRE(!one.units.empty());
+    if (std::count(one.units.begin(), one.units.end(), size_t(2))) break;
+    CHECK(one.out.summary.errors == 0);
+  }
+  REQUIRE(std::count(one.units.begin(), one.units.end(), size_t(2)) == 1);
+  REQUIRE(one.out.summary.errors == 1);
+  CHECK(one.out.findings[0].segment == 2u);
+  for (int run = 0; run < 3; ++run) {
+    Run again = CheckWith(Gen::kBorg1, o, slow);
+    REQUIRE(again.out.status.ok());
+    REQUIRE(!again.units.empty());
+    CHECK(again.units[0] == 2);  // units with findings first, every run
+    CHECK(std::count(again.units.begin(), again.units.end(), size_t(0)) == 0);  // clean, within --max-age
+    REQUIRE(again.out.summary.errors == 1);
+    CHECK(again.out.findings[0].segment == 2u);
+    CHECK(again.out.findings[0].stage == report::Stage::kAuthentication);
+  }
+  const engine::StateFile st =
+      ReadState(state.path + "/" + one.out.summary.repository_id + "/" + engine::kStateFileName);
+  REQUIRE(st.units.count("segment 2"));
+  REQUIRE(st.units.at("segment 2").data.has_value());
+  CHECK(st.units.at("segment 2").data->result == engine::UnitResult::kErrors);
+  CHECK(st.units.at("segment 0").data->result == engine::UnitResult::kClean);
+}
+
+TEST_CASE("a stop mid-run reports the findings so far and marks only units read whole") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
+  RepoCopy repo(Borg1Fixtures() + "/corrupt/mac-repokey");
+  StateFolder state;
+  io::FaultEnv slow;
+  slow.DelayReads(std::chrono::milliseconds(20));
+  engine::CheckOptions o = Options(repo.path());
+  o.state_dir = state.path;
+  Recorded rec;
+  RecordingSource src(repo::MakeBorg1Source(o, slow), rec);
+  // Stop once segment 5 is being read (segment 2, the damaged one, was verified before).
+  std::atomic<bool> stop{false};
+  std::thread stopper([&] {
+    for (int i = 0; i < 2000 && !stop; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(rec.mu);
+        if (std::count(rec.units.begin(), rec.units.end(), size_t(5))) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    RequestStopFromSignal(15);
+  });
+  engine::CheckOutcome out = engine::RunEngine(src, o, {}, slow);
+  stop = true;
+  stopper.join();
+  TEST_ResetStopSignal();
+  CHECK(out.stop_signal == 15);
+  CHECK(out.status.code() == StatusCode::kInterrupted);
+  REQUIRE(out.partial_report);
+  CHECK_FALSE(out.summary.complete);
+  CHECK(out.summary.stopped == "signal");
+  REQUIRE(out.summary.errors == 1);  // the MAC failure in segment 2, found before the stop
+  CHECK(out.findings[0].segment == 2u);
+  CHECK(out.summary.objects_verified < out.summary.objects_total);
+  const engine::StateFile st = ReadState(state.path + "/" + out.summary.repository_id + "/" + engine::kStateFileName);
+  // Segments 0..4 were read whole; 5 was cut short by the stop; none after it was started.
+  for (uint32_t n = 0; n < 5; ++n) CHECK(st.units.count("segment " + std::to_string(n)));
+  CHECK(st.units.count("segment 5") == 0);
+  CHECK(st.units.size() == 5);
+  CHECK(st.units.at("segment 2").data->result == engine::UnitResult::kErrors);
+  CHECK_FALSE(st.last_run_at.has_value());  // a stopped run is not a finished run
+}
+
+TEST_CASE("a unit that vanishes mid-run is not marked but the units read before it are") {
+  RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/none");
+  StateFolder state;
+  io::FaultEnv env;
+  env.VanishAfterOpens("/data/0/29", 1);  // opened while planning, gone when its turn comes
+  env.DelayReads(std::chrono::milliseconds(5));  // the workers keep up with the reader
+  engine::CheckOptions o = Options(repo.path(), false);
+  o.state_dir = state.path;
+  Run r = CheckWith(Gen::kBorg1, o, env);
+  REQUIRE(r.out.status.code() == StatusCode::kRepositoryChanged);
+  const engine::StateFile st = ReadState(state.path + "/" + r.out.summary.repository_id + "/" + engine::kStateFileName);
+  std::set<std::string> marked;
+  for (const auto& [key, u] : st.units) {
+    if (u.crc) marked.insert(key);
+  }
+  // Segment 29 is not marked; the ones before it are, except 28 if its last objects were still
+  // being verified when the run stopped (the slowed reads give the workers 5 ms for the rest).
+  CHECK(marked.count("segment 29") == 0);
+  marked.erase("segment 28");
+  std::set<std::string> expected;
+  for (uint32_t n = 0; n < 28; ++n) expected.insert("segment " + std::to_string(n));
+  CHECK(marked == expected);
+}
+
+TEST_CASE("the state: corrupt or another repository's or a newer version or an unwritable folder or locked") {
+  RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/none");
+  StateFolder state;
+  engine::CheckOptions o = Options(repo.path(), false);
+  o.state_dir = state.path;
+  Run first = CheckWith(Gen::kBorg1, o);
+  REQUIRE(first.out.status.ok());
+  const std::string id = first.out.summary.repository_id;
+  REQUIRE(id.size() == 64);
+  const std::string file = state.path + "/" + id + "/" + engine::kStateFileName;
+  REQUIRE(fs::exists(file));
+  CHECK(first.out.warnings.empty());
+
+  SECTION("corrupt: set aside, the run starts from an empty state and saves a new one") {
+    std::ofstream(file, std::ios::trunc) << "{\"borgcheck_state\": 1, \"repository_id\": tru";
+    Run r = CheckWith(Gen::kBorg1, o);
+    REQUIRE(r.out.status.ok());
+    REQUIRE(r.out.warnings.size() == 1);
+    CHECK_THAT(r.out.warnings[0], Catch::Contains("is corrupt (not valid JSON)") &&
+                                      Catch::Contains("set aside as " + file + ".corrupt") &&
+                                      Catch::Contains("every unit counts as unverified"));
+    CHECK(fs::exists(file + ".corrupt"));
+    CHECK(r.out.summary.complete);
+    CHECK(r.out.state_status.ok());
+    CHECK(ReadState(file).units.size() == r.out.summary.units_total);
+  }
+  SECTION("another repository's: refused") {
+    engine::StateFile other = ReadState(file);
+    other.repository_id = std::string(64, 'a');
+    std::ofstream(file, std::ios::trunc) << engine::FormatState(other);
+    Run r = CheckWith(Gen::kBorg1, o);
+    REQUIRE(r.out.status.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.out.status.message(), Catch::Contains("belongs to repository " + std::string(64, 'a') + ", not to " + id) &&
+                                           Catch::Contains("refused"));
+    CHECK(r.units.empty());  // nothing was read
+  }
+  SECTION("a newer version: refused") {
+    std::ofstream(file, std::ios::trunc) << "{\"borgcheck_state\": 2, \"repository_id\": \"" << id << "\"}";
+    Run r = CheckWith(Gen::kBorg1, o);
+    REQUIRE(r.out.status.code() == StatusCode::kInvalidArgument);
+    CHECK_THAT(r.out.status.message(), Catch::Contains("written by a newer borgcheck (state version 2; this "
+                                                       "borgcheck reads version 1): refused"));
+  }
+  SECTION("a folder that cannot be created: the check runs, the state error is reported") {
+    o.state_dir = "/proc/borgcheck-no-such-state";
+    Run r = CheckWith(Gen::kBorg1, o);
+    REQUIRE(r.out.status.ok());
+    CHECK(r.out.summary.complete);
+    REQUIRE(r.out.warnings.size() == 1);
+    CHECK_THAT(r.out.warnings[0], Catch::Contains("cannot create the state folder /proc/borgcheck-no-such-state"));
+    CHECK_FALSE(r.out.state_status.ok());
+  }
+  SECTION("another run holds the state: refused") {
+    Result<engine::StateDir::Opened> held = engine::StateDir::Open(state.path, id);
+    REQUIRE(held.ok());
+    Run r = CheckWith(Gen::kBorg1, o);
+    REQUIRE(r.out.status.code() == StatusCode::kIoError);
+    CHECK_THAT(r.out.status.message(), Catch::Contains("another borgcheck run is using the state"));
+  }
+}
+
+TEST_CASE("max-age leaves out what was verified within it and min-interval skips a run") {
+  RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/none");
+  StateFolder state;
+  engine::CheckOptions o = Options(repo.path(), false);
+  o.state_dir = state.path;
+  o.now_unix = 1800000000;
+  Run first = CheckWith(Gen::kBorg1, o);
+  REQUIRE(first.out.status.ok());
+  CHECK(first.out.summary.complete);
+  CHECK(first.out.summary.coverage.full_verification_at >= 1800000000);
+
+  o.max_age_s = 10 * 86400;
+  o.now_unix = 1800000000 + 5 * 86400;
+  Run within = CheckWith(Gen::kBorg1, o);
+  REQUIRE(within.out.status.ok());
+  CHECK(within.units.empty());
+  CHECK(within.out.summary.units_not_due == 30);
+  CHECK_FALSE(within.out.summary.complete);
+  CHECK(within.out.summary.coverage.ratio == 1.0);
+
+  o.now_unix = 1800000000 + 11 * 86400;
+  Run older = CheckWith(Gen::kBorg1, o);
+  CHECK(older.units.size() == 30);
+  CHECK(older.out.summary.complete);
+
+  o.max_age_s = 0;
+  o.min_interval_s = 7 * 86400;
+  o.now_unix = 1800000000 + 12 * 86400;
+  Run skipped = CheckWith(Gen::kBorg1, o);
+  REQUIRE(skipped.out.status.ok());
+  CHECK(skipped.out.summary.skipped);
+  CHECK(skipped.units.empty());
+  o.now_unix = 1800000000 + 19 * 86400;
+  Run due = CheckWith(Gen::kBorg1, o);
+  CHECK_FALSE(due.out.summary.skipped);
+  CHECK(due.units.size() == 30);
+}
+
+TEST_CASE("min-interval never skips while something is known to be wrong") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
+  RepoCopy repo(Borg1Fixtures() + "/corrupt/mac-repokey");
+  StateFolder state;
+  engine::CheckOptions o = Options(repo.path());
+  o.state_dir = state.path;
+  o.min_interval_s = 7 * 86400;
+  Run first = CheckWith(Gen::kBorg1, o);
+  REQUIRE(first.out.summary.errors == 1);
+  Run second = CheckWith(Gen::kBorg1, o);
+  CHECK_FALSE(second.out.summary.skipped);
+  CHECK(second.out.summary.errors == 1);
+}
+
+TEST_CASE("slices with a state mark a unit verified once every slice of it is done") {
+  RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/none");
+  StateFolder state;
+  engine::CheckOptions o = Options(repo.path(), false);
+  o.state_dir = state.path;
+  o.subset_t = 3;
+  for (uint32_t k = 1; k <= 3; ++k) {
+    o.subset_k = k;
+    Run r = CheckWith(Gen::kBorg1, o);
+    REQUIRE(r.out.status.ok());
+    CHECK_FALSE(r.out.summary.complete);
+    CHECK(r.out.summary.coverage.units_verified == (k < 3 ? 0u : 30u));
+    CHECK((r.out.summary.coverage.full_verification_at > 0) == (k == 3));
+  }
+  const engine::StateFile st = ReadState(state.path + "/" + ReadState(state.path + "/" +
+      fs::directory_iterator(state.path)->path().filename().string() + "/" + engine::kStateFileName).repository_id +
+      "/" + engine::kStateFileName);
+  for (const auto& [key, u] : st.units) {
+    REQUIRE(u.crc.has_value());
+    CHECK(u.crc->by_slices);
+    CHECK(u.slices.empty());
+  }
+}
+
+}  // namespace
+}  // namespace borgcheck::testing
