@@ -553,14 +553,50 @@ TEST_CASE("min-interval never skips while something is known to be wrong") {
   CHECK(second.out.summary.errors == 1);
 }
 
-TEST_CASE("slices with a state mark a unit verified once every slice of it is done") {
+TEST_CASE("min-interval never skips while a unit's mark is not clean (a signal-stopped run saves marks, no last run)") {
+  // Regression: --min-interval looked only at the last full verification and the last finished
+  // run. A run stopped by a signal saves the marks of the units it finished (some with errors)
+  // but no `last_run`, so the next run inside the interval skipped although damage was known.
+  RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/none");
+  StateFolder state;
+  engine::CheckOptions o = Options(repo.path(), false);
+  o.state_dir = state.path;
+  o.now_unix = 1800000000;
+  Run first = CheckWith(Gen::kBorg1, o);
+  REQUIRE(first.out.status.ok());
+  REQUIRE(first.out.summary.complete);
+  const std::string file = state.path + "/" + first.out.summary.repository_id + "/" + engine::kStateFileName;
+  engine::StateFile st = ReadState(file);
+  REQUIRE_FALSE(st.units.empty());
+  engine::UnitRecord& u = st.units.begin()->second;
+  REQUIRE(u.crc.has_value());
+  u.crc->result = engine::UnitResult::kErrors;  // what the stopped run marked
+  std::ofstream(file, std::ios::trunc) << engine::FormatState(st);
+
+  o.min_interval_s = 7 * 86400;
+  o.now_unix = 1800000000 + 86400;
+  Run next = CheckWith(Gen::kBorg1, o);
+  REQUIRE(next.out.status.ok());
+  CHECK_FALSE(next.out.summary.skipped);
+  CHECK(next.units.size() == 30);
+
+  // Once that unit is clean again (the run just now verified it), the interval skips.
+  o.now_unix = 1800000000 + 2 * 86400;
+  Run after = CheckWith(Gen::kBorg1, o);
+  CHECK(after.out.summary.skipped);
+  CHECK(after.units.empty());
+}
+
+TEST_CASE("slices with a state mark a unit verified once every slice of it is done, and each later slice renews it") {
   RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/none");
   StateFolder state;
   engine::CheckOptions o = Options(repo.path(), false);
   o.state_dir = state.path;
   o.subset_t = 3;
+  const double day = 86400, t0 = 1800000000;
   for (uint32_t k = 1; k <= 3; ++k) {
     o.subset_k = k;
+    o.now_unix = t0 + k * day;
     Run r = CheckWith(Gen::kBorg1, o);
     REQUIRE(r.out.status.ok());
     CHECK_FALSE(r.out.summary.complete);
@@ -573,7 +609,25 @@ TEST_CASE("slices with a state mark a unit verified once every slice of it is do
   for (const auto& [key, u] : st.units) {
     REQUIRE(u.crc.has_value());
     CHECK(u.crc->by_slices);
-    CHECK(u.slices.empty());
+    CHECK(u.crc->at == Approx(t0 + day).margin(60));  // as of its oldest slice
+    CHECK(u.slices.size() == 3);                      // kept for the rolling window
+  }
+  // The next rotation's slice 1, three days later: every unit is now verified as of slice 2
+  // (the oldest slice since), so coverage within 3 days stays whole instead of dropping.
+  o.subset_k = 1;
+  o.now_unix = t0 + 4 * day;
+  o.max_age_s = 3 * day;
+  Run again = CheckWith(Gen::kBorg1, o);
+  REQUIRE(again.out.status.ok());
+  CHECK(again.units.size() == 30);  // a slice run leaves nothing out for --max-age
+  CHECK(again.out.summary.coverage.units_verified == 30u);
+  CHECK(again.out.summary.coverage.ratio == 1.0);
+  const engine::StateFile after = ReadState(state.path + "/" + again.out.summary.repository_id + "/" +
+                                            engine::kStateFileName);
+  for (const auto& [key, u] : after.units) {
+    REQUIRE(u.crc.has_value());
+    CHECK(u.crc->at == Approx(t0 + 2 * day).margin(60));
+    CHECK(u.crc->done_at == Approx(t0 + 4 * day).margin(60));
   }
 }
 

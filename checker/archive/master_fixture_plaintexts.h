@@ -1,7 +1,7 @@
 // Test-only: the plaintext of every object of a borgstore (repository version 4) fixture,
-// decrypted with the repository code of today (repo/borgstore: layout, key, BorgstoreVerifier).
+// decrypted with the borgstore repository code (repo/borgstore: layout, key, BorgstoreVerifier).
 // The archive library itself never depends on repository code; this file is the one place
-// its tests do, so that it can be repointed at the engine's ObjectSource once that exists.
+// its tests do.
 //
 // Thread contract: call from one thread (it sets BORG_PASSPHRASE / BORG_KEY_FILE for the key
 // lookup and restores them).

@@ -312,6 +312,7 @@ int main(int argc, char** argv) {
     m.duration_s = duration;
     m.exit_code = rc;
     m.success = rc == report::kExitOk || rc == report::kExitWarnings;
+    m.state_last_success = outcome.state_last_success_at;
     bool finished = outcome.status.ok() && !outcome.stop_signal && !outcome.summary.skipped;
     m.summary = finished ? &outcome.summary : nullptr;
     // Partial runs and runs with a state file add their coverage (a plain full run's file is

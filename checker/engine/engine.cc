@@ -35,6 +35,28 @@ double SecondsSince(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+// The wall-clock time of each phase of a run, for the summary's `phases` (-v prints them).
+// Main thread only.
+class PhaseClock {
+ public:
+  // Ends the current phase (if any) and starts `next` ("" only ends it).
+  void Next(std::string next) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!name_.empty()) phases_.push_back({std::move(name_), std::chrono::duration<double>(now - since_).count()});
+    name_ = std::move(next);
+    since_ = now;
+  }
+  std::vector<report::RunSummary::Phase> Take() {
+    Next("");
+    return std::move(phases_);
+  }
+
+ private:
+  std::string name_;
+  std::chrono::steady_clock::time_point since_;
+  std::vector<report::RunSummary::Phase> phases_;
+};
+
 // Recycles read buffers: up to kIdleWindows idle windows (kReadWindowBytes each) and one idle
 // larger buffer (an object bigger than a window: up to 8 MiB with borg's default chunker).
 // Allocated and freed through malloc at the rate the workers finish them, they fragmented
@@ -176,6 +198,7 @@ class Engine {
         partial_(options, env) {}
 
   CheckOutcome Run();
+  std::optional<double> StateLastSuccess() const { return partial_.LastSuccess(); }
 
  private:
   class Sink;
@@ -208,6 +231,7 @@ class Engine {
   ObjectFilter filter_;  // what Sink::Wants asks; configured before the pool starts
   ArchivePass archives_;  // the archive pass (archive_pass.h): main thread only
   PartialRun partial_;    // schedule, time budget, state, coverage (partial_run.h)
+  PhaseClock phases_;     // the summary's phase timings: main thread only
 
   // own synchronisation
   report::FindingSink sink_;
@@ -392,6 +416,7 @@ CheckOutcome Engine::Run() {
   sum.threads = opts_.threads;
 
   // 1. Plan.
+  phases_.Next("plan");
   Result<Plan> plan = source_.MakePlan();
   if (!plan.ok()) {
     out.status = plan.status();
@@ -420,6 +445,7 @@ CheckOutcome Engine::Run() {
   // layer be checked (key_fallback.h).
   KeyFallback key_fallback;
   if (opts_.verify_data) {
+    phases_.Next("key");
     if (Status s = source_.LoadKey(plan_); !s.ok()) {
       if (!KeyFallback::FallsBack(s)) {
         out.status = s;
@@ -439,6 +465,7 @@ CheckOutcome Engine::Run() {
   sum.live_list_source = plan_.live_list_source;
   sum.transaction = plan_.transaction.value_or(0);
   sum.notes = plan_.notes;
+  phases_.Next("prepare");
   if (key_fallback.active()) sum.notes.push_back(key_fallback.Note());
   else archives_.Start(source_, sink_, sum.notes);  // list and select the archives (verify-data)
   sum.objects_total = plan_.objects_total;
@@ -466,6 +493,7 @@ CheckOutcome Engine::Run() {
   partial_.StartReading(filter_);
 
   // 4-6. Read and verify.
+  phases_.Next("read+verify");
   ProgressReporter progress(progress_, [&] {
     report::Progress p;
     p.bytes_done = std::min(bytes_done_.load(std::memory_order_relaxed), total_bytes);
@@ -516,6 +544,7 @@ CheckOutcome Engine::Run() {
   }
 
   // 8. Finish and summary.
+  phases_.Next("finish");
   for (const WorkerState& w : workers_) {
     sum.objects_verified += w.objects_verified;
     sum.stored_bytes += w.stored_bytes;
@@ -533,6 +562,7 @@ CheckOutcome Engine::Run() {
     return out;
   }
   out.findings = sink_.Sorted();
+  phases_.Next("archive pass");
   archives_.Finish(out.findings, sum);  // walk, affected uses, archive findings, orphans
   if (int sig = PendingStopSignal()) {
     SetInterrupted(out, sig);
@@ -542,6 +572,7 @@ CheckOutcome Engine::Run() {
   out.status = key_fallback.Resolve(out.findings);  // the key's status unless damage was found
   for (const Finding& f : out.findings) report::CountFinding(f, sum);
   sum.elapsed_s = SecondsSince(start);
+  sum.phases = phases_.Take();
   out.state_status = partial_.Close(sum, true, false, started_unix);
   return out;
 }
@@ -562,6 +593,7 @@ void Engine::Summarize(CheckOutcome& out, bool finished, bool by_signal, double 
   sum.errors = sum.io_errors = sum.warnings = 0;
   for (const Finding& f : out.findings) report::CountFinding(f, sum);
   sum.elapsed_s = SecondsSince(start);
+  sum.phases = phases_.Take();
   out.state_status = partial_.Close(sum, finished, by_signal, started_unix);
   out.partial_report = by_signal;
 }
@@ -577,6 +609,7 @@ CheckOutcome RunEngine(ObjectSource& source, const CheckOptions& options, const 
                        const io::Env& env) {
   Engine e(source, options, progress, env);
   CheckOutcome out = e.Run();
+  out.state_last_success_at = e.StateLastSuccess();
   // A stop signal the run did not see itself (it came while planning or unlocking the key).
   if (int sig = PendingStopSignal(); sig && !out.stop_signal) SetInterrupted(out, sig);
   return out;

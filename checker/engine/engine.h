@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,9 @@ struct CheckOutcome {
   // Non-ok: the state file could not be saved; the check itself is valid (main: exit 2 unless
   // integrity errors were found).
   Status state_status;
+  // The state's record of the last run without errors, where a state is kept: the metrics
+  // file's borgcheck_last_success_timestamp_seconds when its previous file has none.
+  std::optional<double> state_last_success_at;
 };
 
 // Called with a snapshot at most 10 times a second from the progress thread, and once more with

@@ -18,6 +18,22 @@ const UnitRecord* CurrentRecord(const StateFile* state, const UnitView& u) {
 
 bool Within(double at, double now, double max_age_s) { return max_age_s <= 0 || now - at <= max_age_s; }
 
+// Whether the state knows of something wrong in a unit still on disk: a mark at this level (or
+// a slice of one) whose result was not clean. A run stopped by a signal saves such marks but no
+// `last_run`, so --min-interval must look at the units too, not only at the last run.
+bool AnyUnitNotClean(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level) {
+  for (const UnitView& u : units) {
+    if (!u.on_disk) continue;
+    const UnitRecord* r = CurrentRecord(&state, u);
+    if (!r) continue;
+    if (std::optional<UnitMark> m = r->MarkFor(level); m && m->result != UnitResult::kClean) return true;
+    for (const auto& [k, sm] : r->slices) {
+      if (sm.result != UnitResult::kClean) return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string UnitKey(const report::Location& where) {
@@ -32,6 +48,13 @@ UnitResult ResultOf(uint64_t errors, uint64_t warnings) {
 Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units, const ScheduleOptions& o) {
   // (class, last verified, plan index): class 0 not on disk, 1 had findings, 2 never verified,
   // 3 verified.
+  //
+  // A slice run never leaves a unit out for --max-age: the rotation is its schedule. A week of
+  // daily/week reads slice 1 again seven days after the last time, and with `--max-age 8d` that
+  // slice (and the whole-unit mark dated from the oldest slice) would still be "fresh", so the
+  // next Monday would read nothing and part of the repository would go two weeks unread. In a
+  // slice run --max-age only sets the coverage window; the order (with a time budget) is by
+  // when this slice of the unit was last verified.
   std::vector<std::tuple<int, double, size_t>> due;
   Schedule s;
   for (size_t i = 0; i < units.size(); ++i) {
@@ -41,16 +64,20 @@ Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units
       continue;
     }
     const UnitRecord* r = CurrentRecord(state, u);
+    if (o.slice) {
+      const bool findings = r && (std::any_of(r->slices.begin(), r->slices.end(),
+                                              [](const auto& kv) { return kv.second.result != UnitResult::kClean; }) ||
+                                  (r->MarkFor(o.level) && r->MarkFor(o.level)->result != UnitResult::kClean));
+      std::optional<double> at;
+      if (r && r->slices_t == o.slice->t && r->slices_level >= o.level) {
+        auto k = r->slices.find(o.slice->k);
+        if (k != r->slices.end()) at = k->second.at;
+      }
+      due.emplace_back(findings ? 1 : at ? 3 : 2, at.value_or(0.0), i);
+      continue;
+    }
     std::optional<UnitMark> m = r ? r->MarkFor(o.level) : std::nullopt;
     if (!m) {
-      // A slice run may have done this slice already (the unit is not yet verified whole).
-      if (r && o.slice && o.max_age_s > 0 && r->slices_t == o.slice->t && r->slices_level >= o.level) {
-        auto k = r->slices.find(o.slice->k);
-        if (k != r->slices.end() && k->second.result == UnitResult::kClean && Within(k->second.at, o.now, o.max_age_s)) {
-          s.not_due++;
-          continue;
-        }
-      }
       const bool findings = r && std::any_of(r->slices.begin(), r->slices.end(), [](const auto& kv) {
                               return kv.second.result != UnitResult::kClean;
                             });
@@ -144,6 +171,10 @@ void StateRecorder::UnitVerified(size_t unit, UnitResult result) {
       r.slices_level = level_;
     }
     r.slices[slice_->k] = SliceMark{now, result};
+    // Once every slice was done, the unit is verified as of its oldest slice; the slices are
+    // kept, so each later slice run renews the mark (a rolling window). Clearing them would
+    // date the unit by last week's oldest slice until the next week completes: a week-long
+    // rotation's coverage within 8 days would drop to nothing from the second Tuesday on.
     if (r.slices.size() == slice_->t) {
       UnitMark m{now, now, UnitResult::kClean, true};
       for (const auto& [k, s] : r.slices) {
@@ -151,12 +182,16 @@ void StateRecorder::UnitVerified(size_t unit, UnitResult result) {
         m.result = std::max(m.result, s.result);
       }
       mark = m;
-      r.slices.clear();
-      r.slices_t = 0;
     }
   }
   dirty_ = true;
   if (now - last_save_ >= checkpoint_s_) SaveLocked();
+}
+
+std::optional<double> PartialRun::LastSuccess() const {
+  if (recorder_) return recorder_->Snapshot().last_success_at;
+  if (have_state_) return state_.last_success_at;
+  return std::nullopt;
 }
 
 void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complete) {
@@ -165,6 +200,7 @@ void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complet
   state_.last_run_errors = errors;
   state_.last_run_warnings = warnings;
   state_.last_run_complete = complete;
+  if (errors == 0) state_.last_success_at = state_.last_run_at;
   dirty_ = true;
 }
 
@@ -301,8 +337,8 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     }
   }
 
-  // --min-interval: a clean full verification within it, nothing found since, nothing known
-  // to be wrong now (the plan's findings): nothing to do.
+  // --min-interval: a clean full verification within it, nothing found since (the last run, and
+  // every unit's mark), nothing known to be wrong now (the plan's findings): nothing to do.
   if (opts_.min_interval_s > 0 && have_state_) {
     std::optional<FullVerification> full = state_.Full(level_);
     if (level_ == CheckLevel::kCrc && state_.full_data &&
@@ -311,7 +347,8 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     }
     const double now = Now();
     if (full && full->clean && now - full->completed_at < opts_.min_interval_s && state_.last_run_at &&
-        state_.last_run_errors == 0 && state_.last_run_warnings == 0 && plan.findings.empty()) {
+        state_.last_run_errors == 0 && state_.last_run_warnings == 0 && plan.findings.empty() &&
+        !AnyUnitNotClean(state_, views_, level_)) {
       sum.skipped = true;
       sum.complete = false;
       sum.has_coverage = true;

@@ -59,7 +59,7 @@ struct ScheduleOptions {
   CheckLevel level = CheckLevel::kData;
   double now = 0;
   double max_age_s = 0;                      // 0: every unit is due
-  std::optional<ObjectFilter::Slice> slice;  // a slice run: a unit with this slice done is not due
+  std::optional<ObjectFilter::Slice> slice;  // a slice run: every unit is due (--max-age only sets coverage)
   bool time_budget = false;                  // false: plan order
 };
 
@@ -174,6 +174,10 @@ class PartialRun {
   Status Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix);
 
   double Now() const;
+
+  // The state's last_success_at (after this run's own, if it finished without errors); none
+  // without a state.
+  std::optional<double> LastSuccess() const;
 
  private:
   struct UnitCounters {

@@ -184,6 +184,7 @@ std::string FormatState(const StateFile& s) {
             {"updated_at", s.updated_at},
             {"full_verification", full},
             {"units", units}};
+  if (s.last_success_at) j["last_success_at"] = *s.last_success_at;
   if (s.last_run_at) {
     j["last_run"] = {{"finished_at", *s.last_run_at},
                      {"errors", s.last_run_errors},
@@ -234,6 +235,7 @@ Result<StateFile> ParseState(std::string_view text) {
     if (!IsHexId(s.repository_id)) throw Corrupt{"\"repository_id\" is not 64 lowercase hex digits"};
     s.repository = Text(j, "repository");
     s.updated_at = Time(j, "updated_at");
+    if (j.contains("last_success_at")) s.last_success_at = Time(j, "last_success_at");
     if (j.contains("last_run")) {
       const json& r = Object(j, "last_run");
       s.last_run_at = Time(r, "finished_at");

@@ -12,6 +12,7 @@
 //   {"borgcheck_state": 1, "repository_id": "<64 hex>", "repository": "<path last checked>",
 //    "updated_at": <unix s>,
 //    "last_run": {"finished_at": <unix s>, "errors": N, "warnings": N, "complete": bool},
+//    "last_success_at": <unix s>   (optional: the last run that finished without errors),
 //    "full_verification": {"data"|"crc": {"completed_at": <unix s>, "since": <unix s>,
 //                                         "clean": bool}},
 //    "units": {"segment 12" | "pack <64 hex>": {
@@ -22,7 +23,8 @@
 //                   "done": {"<k>": {"at": <unix s>, "result": ...}}}}}}
 // A unit is "verified" at a level when it has a mark of that level (or "data" for "crc"): every
 // live object of it passed through the check at `at` (for "slices": the oldest slice; `done_at`
-// is when the last slice was done). A unit whose identity (size, mtime, inode) differs from the
+// is when the last slice was done). A slice run's "slices" stay after the mark is made: each
+// later slice run renews the mark from them (a rolling window over the last t slices). A unit whose identity (size, mtime, inode) differs from the
 // file's, or that is not in the file, is unverified: a compacted repository's new segments, a
 // segment number reused after a rolled-back transaction, a copied repository.
 //
@@ -95,6 +97,9 @@ struct StateFile {
   // The last run that finished (Finish ran): its findings, whether it checked everything.
   std::optional<double> last_run_at;
   uint64_t last_run_errors = 0, last_run_warnings = 0;
+  // When a run last finished without errors (exit 0 or 1): --metrics-file carries it forward
+  // as borgcheck_last_success_timestamp_seconds when the previous metrics file is gone.
+  std::optional<double> last_success_at;
   bool last_run_complete = false;
   std::optional<FullVerification> full_data, full_crc;
   std::map<std::string, UnitRecord> units;

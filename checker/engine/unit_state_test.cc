@@ -17,6 +17,7 @@ StateFile Sample() {
   s.last_run_at = 1800000001;
   s.last_run_errors = 1;
   s.last_run_complete = true;
+  s.last_success_at = 1799999000.25;
   s.full_data = FullVerification{1700000000, 1690000000, true};
   UnitRecord a;
   a.identity = {500, -3, 77};
@@ -42,6 +43,7 @@ TEST_CASE("a state file round-trips through its text") {
   CHECK(back->last_run_at == 1800000001.0);
   CHECK(back->last_run_errors == 1);
   CHECK(back->last_run_complete);
+  CHECK(back->last_success_at == 1799999000.25);
   REQUIRE(back->full_data);
   CHECK(back->full_data->since == 1690000000);
   CHECK_FALSE(back->full_crc);

@@ -87,18 +87,20 @@ Result<KeyText> LocateKey(const io::Env& env, const std::string& repo_path, cons
   }
   Result<std::vector<KeyFile>> files = FindKeyFiles(env, repo_path, id_hex, dirs);
   if (!files.ok()) return files.status();
-  if (files->empty()) return NoKeyFile(repo_path, dirs);
+  if (files->empty()) return NoKeyFile(repo_path, id_hex, dirs);
   const KeyFile& file = files->front();  // borg takes the first match too
   Result<crypto::KeyFileContents> kf = crypto::ParseKeyFile(file.text);
   if (!kf.ok()) return Status(StatusCode::kKeyFileInvalid, "key file " + file.where + ": " + kf.status().message());
   return KeyText{file.where, kf->base64};
 }
 
-Status NoKeyFile(const std::string& repo_path, const std::vector<std::string>& dirs) {
+Status NoKeyFile(const std::string& repo_path, const std::string& id_hex, const std::vector<std::string>& dirs) {
   std::string searched;
   for (const std::string& d : dirs) searched += (searched.empty() ? "" : " or ") + d;
+  // The id is what a key file must name (its first line, "BORG_KEY <id>"): with it the user can
+  // tell a missing key file from a config whose id was changed.
   return Status(StatusCode::kKeyNotFound,
-                "No key file for repository " + repo_path + " found in " + searched +
+                "No key file for repository " + repo_path + " (id " + id_hex + ") found in " + searched +
                     ". Set BORG_KEY_FILE to the key file, or BORG_KEYS_DIR to the folder that holds it.");
 }
 

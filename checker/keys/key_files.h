@@ -35,8 +35,8 @@ struct KeyFile {
 Result<std::vector<KeyFile>> FindKeyFiles(const io::Env& env, const std::string& repo_path,
                                           const std::string& id_hex, const std::vector<std::string>& dirs);
 
-// "No key file for repository PATH found in DIRS. Set BORG_KEY_FILE ..." (kKeyNotFound).
-Status NoKeyFile(const std::string& repo_path, const std::vector<std::string>& dirs);
+// "No key file for repository PATH (id ID) found in DIRS. Set BORG_KEY_FILE ..." (kKeyNotFound).
+Status NoKeyFile(const std::string& repo_path, const std::string& id_hex, const std::vector<std::string>& dirs);
 
 // A key blob's text and where it came from ("config" or the key file's path, for messages).
 struct KeyText {

@@ -195,6 +195,9 @@ Status WriteMetricsFile(const std::string& path, const MetricsRun& run) {
   if (!run.success) {
     Result<std::string> old = ReadPrevious(path);
     if (old.ok()) previous = LastSuccessIn(*old, run.repository);
+    if (run.state_last_success && (!previous || *previous < *run.state_last_success)) {
+      previous = run.state_last_success;
+    }
   }
   std::string text = FormatMetrics(run, previous);
 

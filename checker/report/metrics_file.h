@@ -69,6 +69,9 @@ struct MetricsRun {
   bool success = false;                  // the repository was verified: exit 0 or 1
   const RunSummary* summary = nullptr;   // the numbers, when the check finished (0, 1, 90)
   std::vector<ExtraMetric> extra;
+  // The state file's last success (partial runs): carried forward when the previous metrics
+  // file has no borgcheck_last_success_timestamp_seconds for this repository (the later wins).
+  std::optional<double> state_last_success;
 };
 
 // The partial-run metrics above, from a summary with has_coverage.

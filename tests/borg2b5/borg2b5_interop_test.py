@@ -606,6 +606,25 @@ class DamageTest(unittest.TestCase):
         self.assertEqual(r.summary["objects_verified"], len(objs) - len(lost))
         # borg2 loses the whole segment: everything before the cut as well (spec §A.6.3)
         self.assertEqual(b.lost_ids, {e.id for e in in_seg}, b.stderr)
+        # The text report rolls the segment's truncation findings up: one header per message
+        # (the offset is in the location, not the message), then the chunks; no line per chunk.
+        t = subprocess.run([BORGCHECK, "--verify-data", mine], env=BORG_ENV, stdin=subprocess.DEVNULL,
+                           capture_output=True, text=True, timeout=300)
+        self.assertEqual(t.returncode, EXIT_INTEGRITY_ERRORS, t.stdout + t.stderr)
+        groups = collections.Counter(f["message"] for f in r.findings if f["stage"] == "truncated")
+        self.assertGreaterEqual(max(groups.values()), 3, groups)  # a segment with few objects proves nothing
+        rolled, listed = set(), 0
+        for msg, n in groups.items():
+            if n >= 3:
+                self.assertIn("error: truncated [segment %d]: %d objects: %s\n" % (seg, n, msg), t.stdout)
+                rolled |= {f["chunk_id"] for f in r.findings if f["message"] == msg}
+                listed += min(n, 20)
+                if n > 20:
+                    self.assertIn("  and %d more (--json lists every one)\n" % (n - 20), t.stdout)
+        for cid in rolled:
+            self.assertNotIn("error: truncated chunk %s" % cid, t.stdout)
+        members = [l for l in t.stdout.splitlines() if l.startswith("  chunk ") and "[segment %d, offset " % seg in l]
+        self.assertEqual(len(members), listed, t.stdout)
 
     def test_deleted_segment(self):
         mode = "authenticated"

@@ -21,6 +21,7 @@
 #include "checker/io/env.h"
 #include "checker/repo/borgstore/borgstore_index.h"
 #include "checker/repo/borgstore/borgstore_layout.h"
+#include "checker/report/exit_codes.h"
 #include "tests/test_support.h"
 
 namespace borgcheck::testing {
@@ -257,6 +258,7 @@ TEST_CASE("master archives: a pack removed with its index entries loses exactly 
       CHECK(meta_got == meta_want);
       for (auto& [id, n] : findings_per_chunk) CHECK(n == 1);  // one finding per chunk id
       CHECK(o.summary.archives_checked == 5u);
+      CHECK(report::ExitCodeForSummary(o.summary) == report::kExitIntegrityErrors);  // exit 90
     }
   }
 }
@@ -287,6 +289,7 @@ TEST_CASE("master archives: an archive whose archive object is gone is named by 
   CHECK(f->affected->uses[0].use == "archive");
   CHECK(f->advice == "borg check --repair deletes this archive (soft-deletes its archives/ entry)");
   CHECK(o.summary.archives_checked == 5u);
+  CHECK(report::ExitCodeForSummary(o.summary) == report::kExitIntegrityErrors);
 }
 
 }  // namespace

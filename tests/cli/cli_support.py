@@ -237,6 +237,19 @@ class CliTestCase(unittest.TestCase):
         make_writable(dest)
         return dest
 
+    def copy_generation(self, where, name=None):
+        """A writable copy of <shared>/fixtures/<where>, any generation ("borg2b5/repokey-aes-ocb")."""
+        dest = os.path.join(self.tmp, name or where.replace("/", "_"))
+        shutil.copytree(os.path.join(SHARED, "fixtures", where), dest, symlinks=True)
+        make_writable(dest)
+        return dest
+
+    @staticmethod
+    def config_id(repo):
+        """The repository id in a borg 1.x / 2.0.0b5 repository's INI config."""
+        with open(os.path.join(repo, "config")) as f:
+            return re.search(r"\nid = ([0-9a-f]{64})\n", f.read()).group(1)
+
     def copy_keys(self, key_set="v1.2.4"):
         return self.copy_fixture(key_set + "/keys", key_set + "_keys")
 
@@ -290,6 +303,30 @@ class CliTestCase(unittest.TestCase):
     def run_borgcheck(self, args, env=None, pass_fds=(), timeout=60):
         return self.finish(self.start(args, env, pass_fds), timeout)
 
+    def open_to_nobody(self, *more):
+        """As root: makes the test folder (and the folders `more`) readable, not writable, by
+        everyone, for run_unprivileged; the caller then takes away what the test needs
+        unreadable."""
+        if os.geteuid() != 0:
+            return
+        for dirpath, dirnames, filenames in (w for top in (self.tmp,) + more for w in os.walk(top)):
+            os.chmod(dirpath, 0o755)
+            for n in filenames:
+                p = os.path.join(dirpath, n)
+                if not os.path.islink(p):
+                    os.chmod(p, 0o644)
+
+    def run_unprivileged(self, args, env=None, timeout=60):
+        """Runs borgcheck where file permissions apply: as nobody (setpriv) when the tests run
+        as root (root reads every file), else as the current user. No read-only snapshot: the
+        caller's chmods are the only change."""
+        cmd = [BINARY] + list(args)
+        if os.geteuid() == 0:
+            cmd = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] + cmd
+        p = subprocess.run(cmd, env=self.environment(env), cwd="/", stdin=subprocess.DEVNULL,
+                           capture_output=True, timeout=timeout)
+        return RunResult(list(args), p.returncode, p.stdout, p.stderr)
+
     def assert_unchanged(self, before, result):
         diff = snapshot_diff(before, snapshot(self.tmp))
         if diff:
@@ -319,12 +356,15 @@ class CliTestCase(unittest.TestCase):
 
 # The text summary line (checker/report/text_report.cc, FormatSummaryLine) ends in the
 # elapsed time, which varies from run to run.
+_PHASE_TIME = re.compile(r"^(phase [a-z+ ]+: )[0-9]+\.[0-9]+s$", re.M)
 _SUMMARY_TIME = re.compile(r"^(.*: (?:ok|warnings|integrity-errors): .* warnings?), "
                            r"(?:\d+\.\d\ds|\d+m\d\ds|\d+h\d\dm\d\ds)$", re.M)
 
 
 def mask_times(text):
-    """Replaces the elapsed time at the end of text summary lines by <T>."""
+    """Replaces the elapsed time at the end of text summary lines, and the seconds of -v's
+    `phase <name>: <seconds>s` lines, by <T>."""
+    text = _PHASE_TIME.sub(lambda m: m.group(1) + "<T>", text)
     return _SUMMARY_TIME.sub(lambda m: m.group(1) + ", <T>", text)
 
 

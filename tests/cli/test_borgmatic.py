@@ -130,8 +130,7 @@ class Borgmatic(unittest.TestCase):
         self.assertIn("Running command for post-check hook", log)
         self.assertNotIn("Error", log)
         repo = os.path.join(self.work, "clean")
-        with open(os.path.join(repo, "config")) as f:
-            config_id = re.search(r"\nid = ([0-9a-f]{64})\n", f.read()).group(1)
+        config_id = cs.CliTestCase.config_id(repo)
         with open(os.path.join(self.work, "borgcheck-srv-borg-main.prom")) as f:  # the hook's --metrics-file
             self.assertIn('borgcheck_success{repo="%s",repo_id="%s"} 1\n' % (repo, config_id), f.read())
 

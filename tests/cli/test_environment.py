@@ -200,7 +200,7 @@ class KeyFiles(CliTestCase):
         os.remove(os.path.join(self.keys, "keyfile.key"))
         r = self.run_borgcheck(["--verify-data", self.repo], {"BORG_PASSPHRASE": "test", "BORG_KEYS_DIR": self.keys})
         self.assert_error_exit(r, cs.EXIT_KEY_FILE_NOT_FOUND,
-                               "No key file for repository %s found in %s" % (self.repo, self.keys),
+                               "No key file for repository %s (id " % self.repo, ") found in %s" % self.keys,
                                "Set BORG_KEY_FILE")
 
     def test_corrupt_keyfile_repo_with_borg_key_file_exits_90(self):

@@ -8,10 +8,10 @@ wrong passphrases typed, 73 lock held. 128+N (signals) is in test_signals.py.
 """
 
 import fcntl
+import json
 import os
 import re
 import select
-import shutil
 import subprocess
 import sys
 import termios
@@ -101,6 +101,51 @@ class IntegrityErrors(CliTestCase):
         r = self.run_borgcheck(["-q", repo])
         self.assert_rc(r, cs.EXIT_OK)
         self.assertEqual((r.stdout, r.stderr), ("", ""))
+
+
+class CouldNotCheck(CliTestCase):
+    """A unit (segment, pack) that exists and cannot be read is "could not check": stage `io`
+    with the errno text, exit 2, never "damaged" or "missing" (docs/exit-codes.md), in every
+    generation. Permission bits stand in for EACCES; run as nobody when the tests run as root."""
+
+    def biggest(self, repo, sub):
+        files = [os.path.join(d, n) for d, _, ns in os.walk(os.path.join(repo, sub)) for n in ns]
+        return max(files, key=os.path.getsize)
+
+    def test_an_unreadable_segment_or_pack_exits_2_in_every_generation(self):
+        for where, sub in (("borg1/v1.2.4/repos/repokey", "data"), ("borg2b5/repokey-aes-ocb", "data"),
+                           ("borg2master/repos/aes256-ocb_sha256_repokey", "packs")):
+            with self.subTest(where=where):
+                repo = self.copy_generation(where)
+                self.open_to_nobody()
+                unit = self.biggest(repo, sub)
+                os.chmod(unit, 0)
+                if os.geteuid() != 0 and os.access(unit, os.R_OK):
+                    self.skipTest("file permissions do not apply to this user")
+                r = self.run_unprivileged(["--json", "--verify-data", repo], {"BORG_PASSPHRASE": cs.PASSPHRASE})
+                self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
+                records = [json.loads(line) for line in r.stdout.splitlines()]
+                summary = records[-1]
+                findings = [x for x in records if x["type"] == "finding"]
+                self.assertEqual((summary["type"], summary["verdict"], summary["exit_code"]),
+                                 ("summary", "could-not-check", 2), r)
+                self.assertGreater(summary["io_errors"], 0, r)
+                self.assertEqual(summary["errors"], summary["io_errors"], r)  # nothing called damaged
+                errors = [f for f in findings if f["severity"] == "error"]
+                self.assertTrue(errors, r)
+                for f in errors:
+                    self.assertEqual(f["stage"], "io", f)
+                    self.assertIn("Permission denied", f["message"], f)
+
+    def test_the_text_summary_says_could_not_check(self):
+        repo = self.copy_generation("borg1/v1.2.4/repos/none")
+        self.open_to_nobody()
+        os.chmod(os.path.join(repo, "data", "0", "2"), 0)
+        r = self.run_unprivileged([repo])
+        self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
+        self.assertIn("error: io [segment 2]: cannot read segment file: %s/data/0/2: Permission denied" % repo,
+                      r.stdout)
+        self.assertRegex(r.stdout.splitlines()[-1], r"^%s: could-not-check: " % re.escape(repo))
 
 
 class CouldNotRun(CliTestCase):
@@ -239,8 +284,8 @@ class KeyCodes(CliTestCase):
         os.mkdir(empty)
         r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSPHRASE": cs.PASSPHRASE, "BORG_KEYS_DIR": empty})
         self.assertEqual(self.assert_error_exit(r, cs.EXIT_KEY_FILE_NOT_FOUND),
-                         "borgcheck: No key file for repository %s found in %s. Set BORG_KEY_FILE to the "
-                         "key file, or BORG_KEYS_DIR to the folder that holds it." % (repo, empty))
+                         "borgcheck: No key file for repository %s (id %s) found in %s. Set BORG_KEY_FILE to the "
+                         "key file, or BORG_KEYS_DIR to the folder that holds it." % (repo, self.config_id(repo), empty))
 
     def test_wrong_passphrase_exits_52(self):
         repo = self.copy_fixture("v1.2.4/repos/repokey")
@@ -264,13 +309,6 @@ class BorgKeyAndPassphraseCodes(CliTestCase):
     whose key loader produces them."""
 
     KEYFILE_ID = "54ae3d0ea811321724f40d2b128318758fef01011e1d9b0983ce2b5b4653b795"
-
-    def copy_generation(self, rel):
-        """Copies fixtures/<rel> (any generation) into the test folder."""
-        dest = os.path.join(self.tmp, rel.replace("/", "_"))
-        shutil.copytree(os.path.join(cs.SHARED, "fixtures", rel), dest, symlinks=True)
-        cs.make_writable(dest)
-        return dest
 
     def test_borg_key_file_that_is_not_a_key_file_exits_40(self):
         repo = self.copy_fixture("v1.2.4/repos/keyfile")

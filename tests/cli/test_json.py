@@ -212,9 +212,8 @@ class JsonTestCase(CliTestCase):
     def run_fields_removed(self, summary, repo):
         """The summary without the fields that differ between runs (timings, timestamps), with
         repository_id checked against the repository's config first."""
-        with open(os.path.join(repo, "config")) as f:
-            config_id = re.search(r"\nid = ([0-9a-f]{64})\n", f.read()).group(1)
-        self.assertIn(summary.pop("repository_id"), (None, config_id))
+        config_id = self.config_id(repo)
+        self.assertEqual(summary.pop("repository_id"), config_id)
         for k in ("elapsed_s", "throughput_bytes_per_s", "started_at", "finished_at"):
             del summary[k]
         if summary.get("coverage") is not None:  # without a state file: this run's clock

@@ -55,10 +55,8 @@ def finding(severity, stage, chunk_id, segment, offset, location, message, rerea
 
 class Generations(tj.JsonTestCase):
     def copy_repo(self, source):
-        dest = os.path.join(self.tmp, os.path.basename(source))
-        shutil.copytree(source, dest, symlinks=True)
-        cs.make_writable(dest)
-        return dest
+        return self.copy_generation(os.path.relpath(source, os.path.join(cs.SHARED, "fixtures")),
+                                    os.path.basename(source))
 
     def repository_id(self, repo):
         """The id in the repository's config: version 2's INI file, or version 4's config/id."""

@@ -6,6 +6,7 @@ sees half a file). Also `promtool check rules` and `promtool test rules` on the 
 rules (dist/prometheus/borgcheck-alerts.yml), which docs/nightly.md quotes verbatim.
 """
 
+import json
 import os
 import re
 import shutil
@@ -91,8 +92,7 @@ class MetricsFile(CliTestCase):
         self.assertEqual([s for (n, s) in samples if n == "borgcheck_findings"], STAGES)
         success_at = samples[("borgcheck_last_success_timestamp_seconds", None)]
         self.assertEqual(success_at, samples[("borgcheck_last_run_timestamp_seconds", None)])
-        with open(os.path.join(repo, "config")) as f:
-            config_id = re.search(r"\nid = ([0-9a-f]{64})\n", f.read()).group(1)
+        config_id = self.config_id(repo)
         with open(self.path) as f:
             self.assertIn('{repo="%s",repo_id="%s"}' % (repo, config_id), f.read())  # the absolute path, config's id
 
@@ -119,6 +119,32 @@ class MetricsFile(CliTestCase):
         r = self.run_borgcheck(["-q", repo, "--metrics-file", self.path])
         samples, _ = self.promtool_accepts()
         self.assertGreater(samples[("borgcheck_last_success_timestamp_seconds", None)], success_at)
+
+    def test_last_success_comes_from_the_state_when_the_previous_file_is_gone(self):
+        repo = self.copy_fixture("v1.2.4/repos/repokey")
+        state = tempfile.mkdtemp(prefix="borgcheck-state-")  # outside the read-only-checked folder
+        self.addCleanup(shutil.rmtree, state, True)
+        r = self.run_borgcheck(["-q", "--verify-data", "--state-dir", state, repo, "--metrics-file", self.path],
+                               VERIFY)
+        self.assert_rc(r, cs.EXIT_OK)
+        samples, _ = self.promtool_accepts()
+        success_at = samples[("borgcheck_last_success_timestamp_seconds", None)]
+        [state_file] = [os.path.join(state, d, "state.json") for d in os.listdir(state)]
+        with open(state_file) as f:
+            self.assertAlmostEqual(json.load(f)["last_success_at"], success_at, delta=1)
+        os.remove(self.path)  # the textfile folder was cleaned, or the path changed
+        r = self.run_borgcheck(["-q", "--verify-data", "--state-dir", state, repo, "--metrics-file", self.path],
+                               {"BORG_PASSPHRASE": "x"})
+        self.assert_rc(r, cs.EXIT_WRONG_PASSPHRASE)
+        samples, _ = self.promtool_accepts()
+        self.assertEqual(samples[("borgcheck_success", None)], 0)
+        self.assertAlmostEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], success_at, delta=1)
+        # Without the state the same failure has nothing to carry forward.
+        os.remove(self.path)
+        r = self.run_borgcheck(["-q", "--verify-data", repo, "--metrics-file", self.path], {"BORG_PASSPHRASE": "x"})
+        self.assert_rc(r, cs.EXIT_WRONG_PASSPHRASE)
+        samples, _ = self.promtool_accepts()
+        self.assertEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], 0)
 
     def test_no_previous_success_is_zero_and_warnings_are_a_success(self):
         missing = os.path.join(self.tmp, "usb", "borg")

@@ -47,17 +47,19 @@ class PartialTestCase(CliTestCase):
         shutil.rmtree(self.state, True)
 
     def copy_repo(self, where):
-        """A writable copy of a fixture of any generation (<shared>/fixtures/<where>)."""
-        dest = os.path.join(self.tmp, where.replace("/", "_"))
-        shutil.copytree(os.path.join(cs.SHARED, "fixtures", where), dest, symlinks=True)
-        cs.make_writable(dest)
-        return dest
+        return self.copy_generation(where)
 
     def state_file(self, summary):
         return os.path.join(self.state, summary["repository_id"], "state.json")
 
     def run_json(self, args, env=None, rc=0):
+        """The summary and the other records of a --json run; rc None: any exit code (the
+        summary's exit_code is the process's)."""
         r = self.run_borgcheck(["--json"] + args, env=dict(VERIFY, **(env or {})))
+        if rc is None:
+            s, rest = summary_of(self, r)
+            self.assertEqual(s["exit_code"], r.rc, r)
+            return s, rest
         self.assert_rc(r, rc)
         return summary_of(self, r)
 
@@ -84,6 +86,30 @@ class Slices(PartialTestCase):
                     total += s["objects_verified"]
                 self.assertEqual(total, full["objects_verified"] + (6 if manifest_in_units else 0))
 
+    def test_slices_with_the_archive_pass_find_the_bad_chunk_in_its_own_slice_only(self):
+        # --verify-data with the archive pass on (no --repository-only): every slice walks every
+        # archive (references are checked against the index each night), verifies its own
+        # objects, and the one damaged chunk is reported, with the files it breaks, by exactly
+        # the slice its id falls in.
+        repo = self.copy_repo("borg1/corrupt/mac-repokey")
+        full, full_findings = self.run_json(["--verify-data", repo], rc=90)
+        [bad] = [f for f in full_findings if f["severity"] == "error"]
+        self.assertTrue(bad["affected"], bad)
+        total, found_in = 0, []
+        for k in range(1, 8):
+            s, findings = self.run_json(["--verify-data", "--subset", "%d/7" % k, repo], rc=None)
+            self.assertEqual((s["archives_checked"], s["archives_total"]), (7, 7), s)
+            total += s["objects_verified"]
+            errors = [f for f in findings if f["severity"] == "error"]
+            if errors:
+                found_in.append(k)
+                self.assertEqual(s["exit_code"], 90, s)
+                self.assertEqual(errors, [bad])  # the same finding, affected uses and all
+            else:
+                self.assertEqual((s["exit_code"], s["verdict"], findings), (0, "ok", []), s)
+        self.assertEqual(len(found_in), 1, found_in)
+        self.assertEqual(total, full["objects_verified"] + 6)  # the manifest is in every slice
+
     def test_text_summary_says_what_a_slice_left_out(self):
         repo = self.copy_repo("borg1/v1.2.4/repos/none")
         r = self.run_borgcheck(["--subset", "2/7", repo])
@@ -95,7 +121,7 @@ class Slices(PartialTestCase):
     def test_a_week_of_daily_week_covers_the_repository_exactly(self):
         repo = self.copy_repo("borg1/v1.2.4/repos/repokey")
         full, _ = self.run_json(["--verify-data", "--repository-only", repo])
-        total = 0
+        total, per_day = 0, []
         # Monday 2026-11-30 .. Sunday 2026-12-06; --max-age keeps the state (and slices' marks).
         for day in range(7):
             date = "2026-%02d-%02d" % ((11, 30) if day == 0 else (12, day))
@@ -105,6 +131,7 @@ class Slices(PartialTestCase):
             self.assertIn("TEST hook BORGCHECK_TEST_TODAY=%s in effect (the date and clock of this run)" % date,
                           s["notes"])
             total += s["objects_verified"]
+            per_day.append(s["objects_verified"])
             c = s["coverage"]
             if day < 6:
                 self.assertEqual((c["units_verified"], c["full_verification_at"]), (0, None), c)
@@ -118,11 +145,16 @@ class Slices(PartialTestCase):
         self.assertEqual(len(state["units"]), 30)
         for name, u in state["units"].items():
             self.assertEqual((u["data"]["how"], u["data"]["result"]), ("slices", "clean"), name)
-            self.assertNotIn("slices", u, name)
-        # The next Monday starts the next week's rotation over: nothing is due twice meanwhile.
-        s, _ = self.run_json(["--verify-data", "--repository-only", "--subset", "daily/week", "--max-age", "8d",
-                              "--state-dir", self.state, repo], env=dict(HOOKS, BORGCHECK_TEST_TODAY="2026-12-07"))
-        self.assertEqual((s["subset"], s["units_not_due"]), ("1/7", 30), s)
+            self.assertEqual(sorted(u["slices"]["done"]), [str(k) for k in range(1, 8)], name)  # kept: rolling
+        # The next week's rotation reads its slices again although --max-age 8d still calls last
+        # week's marks fresh: in a slice run --max-age never leaves anything out (it only sets the
+        # coverage window), else the next Monday would read nothing and slice 1 go two weeks unread.
+        for day, date in ((0, "2026-12-07"), (1, "2026-12-08")):
+            s, _ = self.run_json(["--verify-data", "--repository-only", "--subset", "daily/week", "--max-age", "8d",
+                                  "--state-dir", self.state, repo], env=dict(HOOKS, BORGCHECK_TEST_TODAY=date))
+            self.assertEqual((s["subset"], s["units_not_due"], s["objects_verified"], s["segments"]),
+                             ("%d/7" % (day + 1), 0, per_day[day], 30), s)
+            self.assertEqual((s["coverage"]["ratio"], s["coverage"]["units_verified"]), (1, 30), s)
 
     def test_a_month_of_daily_month_covers_february_and_december(self):
         repo = self.copy_repo("borg1/v1.2.4/repos/none")
@@ -383,24 +415,10 @@ class State(PartialTestCase):
         folder = os.path.join(self.state, self.first_run(repo)["repository_id"])
         os.chmod(folder, 0o555)
         args = ["--max-duration", "1h", "--state-dir", self.state, repo]
-        if os.geteuid() == 0:
-            # root writes into any folder: run as nobody, who can read the copies but not write.
-            for p in (self.tmp, self.state):
-                os.chmod(p, 0o755)
-            for dirpath, dirnames, filenames in os.walk(self.tmp):
-                for n in dirnames:
-                    os.chmod(os.path.join(dirpath, n), 0o755)
-                for n in filenames:
-                    os.chmod(os.path.join(dirpath, n), 0o644)
-            os.chmod(folder, 0o555)
-            os.chmod(os.path.join(folder, "state.json"), 0o644)
-            os.chmod(os.path.join(folder, "lock"), 0o644)
-            env = self.environment({})
-            r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", cs.BINARY] + args,
-                               env=env, cwd="/", capture_output=True, text=True, timeout=60)
-            r = cs.RunResult(args, r.returncode, r.stdout.encode(), r.stderr.encode())
-        else:
-            r = self.run_borgcheck(args)
+        # root writes into any folder: run as nobody, who can read the copies but not write.
+        self.open_to_nobody(self.state)
+        os.chmod(folder, 0o555)
+        r = self.run_unprivileged(args)
         self.assert_rc(r, 2)
         # The check ran (its summary is printed), then said what it could not record.
         self.assertTrue(r.stdout.startswith(repo + ": could-not-run: 102 of 102 objects CRC-checked"), r)

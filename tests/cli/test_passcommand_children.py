@@ -133,6 +133,9 @@ class PasscommandChildren(CliTestCase):
     def test_sigint_leaves_no_child(self):
         self.signalled(signal.SIGINT)
 
+    def test_sighup_leaves_no_child(self):
+        self.signalled(signal.SIGHUP)
+
     def test_a_background_child_holding_the_pipe_is_not_waited_for_and_is_killed(self):
         # The command answers and exits; its background `sleep 60` still holds the pipe open.
         # borgcheck must neither wait a minute for EOF nor leave the sleep running.

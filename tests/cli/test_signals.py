@@ -149,6 +149,9 @@ class LongRun(CliTestCase):
     def test_sigint_mid_run_exits_130(self):
         self.check_signal_stop(signal.SIGINT)
 
+    def test_sighup_mid_run_exits_129(self):
+        self.check_signal_stop(signal.SIGHUP)
+
 
 class SignalWhileWaitingForPassphrase(CliTestCase):
     """A signal must stop borgcheck at once even while it waits for its passphrase (a pipe

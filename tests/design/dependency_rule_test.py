@@ -2,8 +2,8 @@
 """The dependency rule of docs/design.md, checked on every #include and every library link.
 
 - A repository generation (checker/repo/borg1, borg2b5, borgstore) includes only the leaves
-  (base, crypto, codecs, io, keys, report, archive), the engine's interface headers (never
-  engine/engine.h), repo/'s own shared headers, its own folder and the shared folders it is
+  (base, crypto, codecs, io, keys, report, archive), the engine's interface headers (ENGINE_INTERFACE below;
+  never engine.h or the engine's other implementation headers), repo/'s own shared headers, its own folder and the shared folders it is
   allowed (segment_log/: borg1 and borg2b5; borg2/: borg2b5 and borgstore). Never pool/, run/,
   cli/ or another generation. Its CMake library links neither borgcheck::engine nor
   borgcheck::pool.
@@ -24,7 +24,15 @@ GENERATIONS = ["borg1", "borg2b5", "borgstore"]
 SHARED = {"segment_log": ["borg1", "borg2b5"], "borg2": ["borg2b5", "borgstore"]}
 LEAVES = ["checker/base/", "checker/crypto/", "codecs/", "checker/io/", "checker/keys/", "checker/report/",
           "checker/archive/"]
-ENGINE_IMPLEMENTATION = ["checker/engine/engine.h"]
+# The engine's interface: the only engine headers a generation may include. Everything else in
+# checker/engine/ (engine.h, the budget, the filter, partial runs and their state, the archive
+# pass, the key fallback) is the engine's implementation.
+ENGINE_INTERFACE = ["checker/engine/object_source.h", "checker/engine/object_verifier.h",
+                    "checker/engine/archive_source.h", "checker/engine/check_options.h"]
+
+
+def is_engine_implementation(inc):
+    return inc.startswith("checker/engine/") and inc not in ENGINE_INTERFACE
 # Test-only helpers beside library code whose names do not say "_test": compiled only into tests.
 TEST_ONLY = {"master_fixture_plaintexts.cc", "master_fixture_plaintexts.h"}
 
@@ -47,7 +55,7 @@ def violation(src, inc):
     if not inc.startswith(("checker/", "codecs/")):
         return None  # a system or test header
     if kind == "repo" and sub in GENERATIONS:
-        if inc in ENGINE_IMPLEMENTATION:
+        if is_engine_implementation(inc):
             return "a generation includes the engine's implementation"
         if ikind in ("pool", "run", "cli"):
             return "a generation includes %s/" % ikind
@@ -61,7 +69,7 @@ def violation(src, inc):
     if kind == "repo" and sub in SHARED:
         if ikind == "repo" and isub is not None and isub != sub and isub not in SHARED:
             return "shared folder repo/%s includes generation %s" % (sub, isub)
-        if ikind in ("pool", "run", "cli") or inc in ENGINE_IMPLEMENTATION:
+        if ikind in ("pool", "run", "cli") or is_engine_implementation(inc):
             return "shared folder repo/%s includes %s" % (sub, inc)
         return None
     if kind == "repo" and sub is None:  # repo/'s own files (format_detect, borg_lock, ...)
@@ -109,6 +117,10 @@ def self_test():
     cases = [
         ("checker/repo/borg1/a.cc", "checker/engine/engine.h", True),
         ("checker/repo/borg1/a.cc", "checker/engine/object_source.h", False),
+        ("checker/repo/borg2b5/a.cc", "checker/engine/partial_run.h", True),
+        ("checker/repo/borgstore/a.cc", "checker/engine/byte_budget.h", True),
+        ("checker/repo/segment_log/a.cc", "checker/engine/unit_state.h", True),
+        ("checker/repo/borg2/a.cc", "checker/engine/check_options.h", False),
         ("checker/repo/borg1/a.cc", "checker/pool/work_stealing_pool.h", True),
         ("checker/repo/borg1/a.cc", "checker/run/check_run.h", True),
         ("checker/repo/borg1/a.cc", "checker/repo/borgstore/borgstore_layout.h", True),

@@ -298,7 +298,8 @@ class Records:
         repo_files.set_config_id(repo, new)
         rc, findings, summary, r = self.borgcheck(repo, verify_data=True)
         self.assertEqual(rc, EXIT_KEY_FILE_NOT_FOUND, r)
-        self.assertIn("No key file for repository %s found in " % repo, r.stdout.decode() + r.stderr.decode())
+        # The message names the id the config has now: the one no key file names.
+        self.assertIn("No key file for repository %s (id %s) found in " % (repo, new), r.stdout.decode() + r.stderr.decode())
 
     # -- 5. an index entry pointing at another chunk's entry ---------------------------------------
 

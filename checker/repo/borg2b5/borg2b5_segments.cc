@@ -330,6 +330,7 @@ void WalkSegment(const io::Env& env, Borg2Segment& seg, const IndexInfo* index, 
   if (!opened.ok()) {
     if (opened.status().code() == StatusCode::kIoError) {
       seg.unreadable = true;
+      seg.unreadable_why = opened.status().message();
       if (io_why) *io_why = opened.status().message();
       plan.findings.push_back(UnreadableFinding(Location::Segment(seg.number), nullptr,
                                                 "cannot read segment file: " + opened.status().message() +
@@ -383,6 +384,7 @@ void WalkSegment(const io::Env& env, Borg2Segment& seg, const IndexInfo* index, 
     size_t n = size_t(std::min<uint64_t>(sizeof hdr, limit - off));
     if (Status s = f.ReadAt(off, n, hdr); !s.ok()) {
       seg.unreadable = true;  // what follows is not known, not lost
+      seg.unreadable_why = s.message();
       if (io_why) *io_why = s.message();
       damaged(off, limit, Stage::kIo, "cannot read the segment (" + s.message() + "): not checked", hdr, 0);
       return;
@@ -576,12 +578,14 @@ Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& pat
         }
       } else if (sit->second->unreadable) {
         stage = Stage::kIo;
-        msg = fmt::format("index.{} lists this chunk here; the segment cannot be read: not checked",
-                          index->transaction);
+        msg = fmt::format("index.{} lists this chunk here; the segment cannot be read ({}): not checked",
+                          index->transaction, sit->second->unreadable_why);
       } else if (ie.offset >= sit->second->read_limit) {
         stage = Stage::kTruncated;
-        msg = fmt::format("index.{} places this chunk at offset {}, beyond the end of the segment ({} bytes): "
-                          "the segment is truncated", index->transaction, ie.offset, sit->second->read_limit);
+        // The offset is in the location, not the message, so the text report rolls one
+        // truncated segment's chunks up into one group (as borg 1.x's reader does).
+        msg = fmt::format("index.{} places this chunk beyond the end of the segment ({} bytes): "
+                          "the segment is truncated", index->transaction, sit->second->read_limit);
       } else {
         msg = fmt::format("index.{} lists this chunk here, but the log holds no current copy of it "
                           "(a lost PUT, or a DELETE the index does not know)", index->transaction);

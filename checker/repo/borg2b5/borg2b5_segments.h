@@ -145,6 +145,7 @@ struct Borg2Segment {
   uint64_t read_limit = 0;          // bytes that belong to the log (the final COMMIT's end)
   std::vector<Borg2Entry> entries;  // the valid entries the walk found, in file order
   bool unreadable = false;          // a read failed while planning: the walk did not see all of it
+  std::string unreadable_why;       // then: the error's text ("...: Permission denied")
   uint32_t damage_unnamed = 0;      // damaged regions reported with no index entry naming them
 };
 

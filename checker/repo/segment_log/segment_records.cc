@@ -393,8 +393,11 @@ RecordLosses FindRecordLosses(const RecordLossInput& in) {
 
   for (uint32_t s : segments) {
     if (in.reported.count(s)) continue;
-    const std::optional<uint64_t> k = hints && hints->live_counts.count(s) ? std::optional(hints->live_counts.at(s))
-                                                                           : std::nullopt;
+    // What hints records for the segment: has_k, and then k live objects. (Two plain values,
+    // not an optional: g++ 12 at -O3 saw the optional's payload as maybe uninitialized.)
+    const auto hinted = hints ? hints->live_counts.find(s) : decltype(hints->live_counts.end()){};
+    const bool has_k = hints && hinted != hints->live_counts.end();
+    const uint64_t k = has_k ? hinted->second : 0;
     const auto live = in.live_per_segment.find(s);
     const uint64_t j = live == in.live_per_segment.end() ? 0 : live->second;
     const std::string path = in.segment_path ? in.segment_path(s) : fmt::format("segment {}", s);
@@ -402,12 +405,12 @@ RecordLosses FindRecordLosses(const RecordLossInput& in) {
     auto odd = in.not_regular.find(s);
     const bool present = disk != in.on_disk.end() && disk->second > 0 && odd == in.not_regular.end();
     if (in.unreadable.count(s)) {
-      if (in.compare_counts && k && *k > j) {
-        out.unchecked_objects += *k - j;
+      if (in.compare_counts && has_k && k > j) {
+        out.unchecked_objects += k - j;
         out.findings.push_back(UnreadableFinding(
             Location::Segment(s), nullptr,
             fmt::format("{} records {} in segment {}, which cannot be read: they are not checked", hints_name,
-                        Plural(*k - j, "live object", "live objects"), s)));
+                        Plural(k - j, "live object", "live objects"), s)));
       }
       continue;
     }
@@ -416,14 +419,14 @@ RecordLosses FindRecordLosses(const RecordLossInput& in) {
       const uint64_t m = named.size();
       const std::string what =
           AbsentSegmentText(disk != in.on_disk.end(), odd == in.not_regular.end() ? nullptr : &odd->second);
-      if ((k && *k > 0) || m > 0) {
+      if ((has_k && k > 0) || m > 0) {
         std::string msg = fmt::format("committed segment file {} {}", path, what);
-        if (k && *k > 0) msg += fmt::format("; {} records {} in it", hints_name, Plural(*k, "live object", "live objects"));
+        if (has_k && k > 0) msg += fmt::format("; {} records {} in it", hints_name, Plural(k, "live object", "live objects"));
         if (m > 0) {
-          msg += k && *k > 0 ? fmt::format("; {} names {} of them", index_ref, m)
+          msg += has_k && k > 0 ? fmt::format("; {} names {} of them", index_ref, m)
                              : fmt::format("; {} names {} in it", index_ref, Plural(m, "live object", "live objects"));
         }
-        const uint64_t lost = std::max<uint64_t>(k.value_or(0), m);
+        const uint64_t lost = std::max<uint64_t>(k, m);
         msg += fmt::format(": {} lost", Plural(lost, "object", "objects"));
         if (lost > m) {
           msg += m ? fmt::format(" (the ids of {} are not known)", lost - m)
@@ -437,7 +440,7 @@ RecordLosses FindRecordLosses(const RecordLossInput& in) {
                                                          s, in.damaged_index_name)));
         }
         out.lost_objects += lost;
-      } else if (k) {
+      } else if (has_k) {
         out.findings.push_back(MakeFinding(
             Severity::kWarning, Stage::kMissing, Location::Segment(s), nullptr,
             fmt::format("committed segment file {} {}; {} records no live object in it (it held DELETE or COMMIT "
@@ -450,12 +453,14 @@ RecordLosses FindRecordLosses(const RecordLossInput& in) {
     for (const RecordedEntry* e : past) {
       out.findings.push_back(MakeFinding(
           Severity::kError, Stage::kTruncated, Location::Segment(s, e->offset), &e->id,
-          fmt::format("{} places this chunk at offset {}, beyond the end of segment {} ({} bytes): lost",
-                      index_ref, e->offset, s, disk->second)));
+          // The offset is in the location, not the message: one message for the whole segment,
+          // so the text report rolls the segment's lost chunks up into one group.
+          fmt::format("{} places this chunk beyond the end of segment {} ({} bytes): lost", index_ref, s,
+                      disk->second)));
     }
     out.lost_objects += past.size();
-    if (in.compare_counts && k && *k > j + past.size()) {
-      const uint64_t more = *k - j - past.size();
+    if (in.compare_counts && has_k && k > j + past.size()) {
+      const uint64_t more = k - j - past.size();
       out.lost_objects += more;
       const auto dr = in.damage_reported.find(s);
       const uint64_t accounted = dr == in.damage_reported.end() ? 0 : dr->second;
@@ -464,7 +469,7 @@ RecordLosses FindRecordLosses(const RecordLossInput& in) {
           Severity::kError, Stage::kMissing, Location::Segment(s), nullptr,
           fmt::format("{} records {} in segment {}; the log gives {}{}: {} lost (in a damaged or truncated part of "
                       "the segment; {})",
-                      hints_name, Plural(*k, "live object", "live objects"), s, j,
+                      hints_name, Plural(k, "live object", "live objects"), s, j,
                       past.empty() ? "" : fmt::format(" and {} names {} beyond its end", index_ref, past.size()),
                       Plural(more, past.empty() ? "object is" : "more object is",
                              past.empty() ? "objects are" : "more objects are"),
