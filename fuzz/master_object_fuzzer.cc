@@ -1,7 +1,7 @@
 // Fuzz target: one RepoObj blob of repository version 4 (borg 2 master) through
 // repo::BorgstoreVerifier as a worker uses it: structure (repo::CheckBlobStructure), the
 // tagged MAC / checksum envelopes (crypto::TaggedEnvelope, via crypto::MasterObjectCrypto),
-// the msgpack meta map (repo::ParseObjectMeta), csize / psize, decompression by ctype, and the
+// the msgpack meta map (repo::ParseObjMeta), csize / psize, decompression by ctype, and the
 // id hash, with a fixed test key (crypt_key[i] = 0x10 + i, 64 bytes; id_key[i] = 0xc0 + i,
 // 32 bytes).
 //

@@ -1,7 +1,7 @@
 // Fuzz target: a repository version 4 (borg 2 master) pack file, walked blob by blob by its
 // BORG_OBJ headers (repo::WalkPack), each walked blob checked like a read at its index entry
 // (repo::CheckBlobStructure, repo::BuildObjectAad), and the keyless meta map of the none-* /
-// authenticated-* key types (repo::ParseObjectMeta on the meta envelope after its 34-byte
+// authenticated-* key types (repo::ParseObjMeta on the meta envelope after its 34-byte
 // tagged header: those envelopes store the payload as-is).
 //
 // Input: a whole pack (blob || blob || ..., no header).
@@ -16,11 +16,12 @@
 //   - CheckBlobStructure on a walked blob passes exactly for versions 1 and 2 and then returns
 //     the walked header; otherwise it gives borg's message;
 //   - BuildObjectAad gives 42 bytes (header[0:41] || slot) for version 2 and 0 otherwise;
-//   - ParseObjectMeta returns a meta or says why.
+//   - ParseObjMeta returns a meta or says why.
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "checker/repo/borg2/borg2_repo_obj.h"
 #include "checker/repo/borgstore/borgstore_layout.h"
 #include "fuzz/fuzz_support.h"
 
@@ -61,9 +62,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     if (b.header.meta_size > 34) {
       std::string why;
-      const auto meta = repo::ParseObjectMeta(blob.subspan(repo::kObjHeaderSize + 34,
-                                                           b.header.meta_size - 34), &why);
-      if (!meta) FUZZ_CHECK(!why.empty());
+      repo::ObjMeta meta;
+      if (!repo::ParseObjMeta(blob.subspan(repo::kObjHeaderSize + 34, b.header.meta_size - 34), meta, &why)) {
+        FUZZ_CHECK(!why.empty());
+      }
     }
     pos += blob_size;
   }

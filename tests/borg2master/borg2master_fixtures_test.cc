@@ -596,7 +596,7 @@ TEST_CASE("borg2master: B.8 items 3 and 9, what the objects of the fixtures carr
       REQUIRE_FALSE(v.VerifyAs(AsBytes(bytes).subspan(b.offset, b.header.blob_size()), b.header.chunk_id));
       CHECK(v.meta().size);  // item 9: `size` is present (no `auto,...` compression was used)
       CHECK_FALSE(v.meta().psize);
-      types[v.meta().type]++;
+      types[v.meta().type.value_or("")]++;
     }
   }
   CHECK(types == std::map<std::string, int>{{"A", 5}, {"C", 5}, {"F", 58}, {"S", 5}});

@@ -128,6 +128,21 @@ ObjDecodeResult DecodeObjData(const ObjMeta& meta, Bytes data, codecs::Decompres
   return {};
 }
 
+std::optional<engine::Verdict> DecodeVerdict(const ObjDecodeResult& d) {
+  switch (d.error) {
+    case ObjDecodeError::kNone:
+    case ObjDecodeError::kNonZeroPadding:
+      return std::nullopt;
+    case ObjDecodeError::kCsizeMismatch:
+    case ObjDecodeError::kPsizeTooLarge:
+      return engine::Verdict{report::Stage::kEnvelope, "object metadata does not fit the data: " + d.message};
+    case ObjDecodeError::kUnknownCodec:
+    case ObjDecodeError::kDecompression:
+      return engine::Verdict{report::Stage::kDecompression, "Decompression error: " + d.message};
+  }
+  return engine::Verdict{report::Stage::kDecompression, "Decompression error: " + d.message};
+}
+
 std::optional<uint64_t> ManifestVersion(Bytes manifest_plaintext) {
   msgpack::object_handle oh;
   std::string err;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "checker/base/bytes.h"
+#include "checker/engine/object_verifier.h"
 #include "codecs/decompressor.h"
 
 namespace borgcheck::repo {
@@ -69,6 +70,12 @@ struct ObjDecodeResult {
 // comes last, after a successful decode, so a caller can still tell it apart.
 ObjDecodeResult DecodeObjData(const ObjMeta& meta, Bytes data, codecs::Decompressor& decompressor,
                               ByteBuffer& out);
+
+// The finding of a failed DecodeObjData, the same in every borg 2 generation: sizes in the meta
+// map that do not fit the data are an envelope problem, an unknown codec or a failed
+// decompression a decompression one. None for kNone and kNonZeroPadding (the padding is judged
+// after the id, the stronger statement: engine::PaddingVerdict).
+std::optional<engine::Verdict> DecodeVerdict(const ObjDecodeResult& d);
 
 // The manifest plaintext's `version` (1 for b5/b6, 2 from b7 on), if it is a msgpack map with one.
 std::optional<uint64_t> ManifestVersion(Bytes manifest_plaintext);

@@ -95,18 +95,7 @@ std::optional<engine::Verdict> Borg2b5Verifier::Decode(Bytes entry, const engine
 
   // 3. Decompress.
   ObjDecodeResult d = DecodeObjData(meta_, data, decompressor_, plain);
-  switch (d.error) {
-    case ObjDecodeError::kNone:
-      break;
-    case ObjDecodeError::kCsizeMismatch:
-    case ObjDecodeError::kPsizeTooLarge:
-      return engine::Verdict{Stage::kEnvelope, "object metadata does not fit the data: " + d.message};
-    case ObjDecodeError::kUnknownCodec:
-    case ObjDecodeError::kDecompression:
-      return engine::Verdict{Stage::kDecompression, "Decompression error: " + d.message};
-    case ObjDecodeError::kNonZeroPadding:
-      break;  // reported after the id check, which is the stronger statement
-  }
+  if (std::optional<engine::Verdict> f = DecodeVerdict(d)) return f;
   decoded.plaintext = true;
   decoded.check_id = !IsManifestId(ref.id);
   decoded.nonzero_padding = d.error == ObjDecodeError::kNonZeroPadding;

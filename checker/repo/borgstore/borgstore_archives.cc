@@ -117,9 +117,10 @@ class BorgstoreArchives final : public engine::ArchiveSource, public archive::Ob
     if (!v.get() || !v->status().ok()) return Damaged(problem, report::Stage::kEnvelope, "cannot set up the object crypto");
     if (std::optional<engine::Verdict> fail = v->VerifyAs(AsBytes(blob), id)) return Damaged(problem, fail->stage, fail->message);
     const std::string_view want = TypeOf(kind);
-    if (v->meta().type != want) {
+    const std::string type = v->meta().type.value_or("");
+    if (type != want) {
       return Damaged(problem, report::Stage::kEnvelope,
-                     "object type is '" + v->meta().type + "', not '" + std::string(want) + "' (" +
+                     "object type is '" + type + "', not '" + std::string(want) + "' (" +
                          std::string(archive::ObjectKindName(kind)) + ")");
     }
     plaintext.Assign(v->plaintext());

@@ -206,52 +206,6 @@ PackWalk WalkPack(Bytes pack) {
   return w;
 }
 
-std::optional<ObjectMeta> ParseObjectMeta(Bytes packed, std::string* why) {
-  msgpack::object_handle oh;
-  std::string error;
-  if (!msgpack_util::UnpackWhole(packed, kMsgpackMaxDepth, oh, error)) {
-    if (why) *why = "meta is not msgpack: " + error;
-    return std::nullopt;
-  }
-  const msgpack::object& m = oh.get();
-  if (m.type != msgpack::type::MAP) {
-    if (why) *why = "meta is not a msgpack map";
-    return std::nullopt;
-  }
-  ObjectMeta meta;
-  for (uint32_t i = 0; i < m.via.map.size; ++i) {
-    std::optional<std::string_view> k = AsText(m.via.map.ptr[i].key);
-    if (!k) {
-      if (why) *why = "meta has a key that is not a string";
-      return std::nullopt;
-    }
-    const msgpack::object& v = m.via.map.ptr[i].val;
-    std::optional<uint64_t>* slot = nullptr;
-    if (*k == "type") {
-      std::optional<std::string_view> t = AsText(v);
-      if (!t) {
-        if (why) *why = "meta field 'type' is not a string";
-        return std::nullopt;
-      }
-      meta.type = std::string(*t);
-      continue;
-    }
-    if (*k == "ctype") slot = &meta.ctype;
-    else if (*k == "clevel") slot = &meta.clevel;
-    else if (*k == "csize") slot = &meta.csize;
-    else if (*k == "size") slot = &meta.size;
-    else if (*k == "psize") slot = &meta.psize;
-    else if (*k == "olevel") slot = &meta.olevel;
-    else continue;  // unknown keys are ignored, as borg does
-    if (v.type != msgpack::type::POSITIVE_INTEGER) {
-      if (why) *why = fmt::format("meta field '{}' is not a non-negative integer", *k);
-      return std::nullopt;
-    }
-    *slot = v.via.u64;
-  }
-  return meta;
-}
-
 std::string CheckManifestPlaintext(Bytes plain, std::vector<std::string>* mandatory_features) {
   msgpack::object_handle oh;
   std::string error;

@@ -12,7 +12,7 @@
 // The repository is only read: every byte comes through io::Env, and nothing here writes.
 //
 // Thread contract: free functions are pure or read the file system only, and are safe for
-// concurrent use. Values (BorgstoreLayout, PackWalk, ObjectMeta) are const once built; the run
+// concurrent use. Values (BorgstoreLayout, PackWalk) are const once built; the run
 // builds the layout on the main thread before any worker exists and the workers only read it.
 #pragma once
 
@@ -101,20 +101,8 @@ struct PackWalk {
 // walked (its sizes are where they always are) and left for CheckBlobStructure to report.
 PackWalk WalkPack(Bytes pack);
 
-// ---- The msgpack meta map of an object (spec §B.4) ----
-struct ObjectMeta {
-  std::string type;                  // "M", "A", "C", "S", "F"; empty when absent
-  std::optional<uint64_t> ctype;     // compression id: 0 none, 1 lz4, 2 lzma, 3 zstd, 5 zlib
-  std::optional<uint64_t> clevel;
-  std::optional<uint64_t> csize;     // length of the decrypted data payload, padding included
-  std::optional<uint64_t> size;      // plaintext length; absent with `auto,...` compression
-  std::optional<uint64_t> psize;     // obfuscation: length of the real payload
-  std::optional<uint64_t> olevel;
-};
-
-// Unpacks an authenticated meta payload. Unknown keys are ignored; str is accepted where a
-// bin would do and vice versa. nullopt + `why` when it is no msgpack map of the known fields.
-std::optional<ObjectMeta> ParseObjectMeta(Bytes packed, std::string* why);
+// The msgpack meta map of an object (spec §B.4) is parsed and decoded by the code both borg 2
+// generations share: repo/borg2/borg2_repo_obj.h (ParseObjMeta, DecodeObjData).
 
 // The manifest plaintext: a msgpack map {version: 2, archives: {}, timestamp: str,
 // config: {item_keys: [...], feature_flags?: ...}}. Returns "" when it looks like one, else why

@@ -1,5 +1,6 @@
 // borgstore layout, blob headers and pack walks (spec borg2-format.md §B.1, §B.4): the real
 // fixture repositories of borg master first, then one small case per kind of damage.
+#include "checker/repo/borg2/borg2_repo_obj.h"
 #include "checker/repo/borgstore/borgstore_layout.h"
 
 #include <sys/wait.h>
@@ -197,23 +198,26 @@ TEST_CASE("borgstore: meta maps", "[borgstore]") {
     pk.pack(std::string("csize")); pk.pack(40);
     pk.pack(std::string("future")); pk.pack(std::string("ignored"));
   });
+  // Version 4 meta maps go through the parser b5 uses (repo/borg2/borg2_repo_obj.h).
   std::string why;
-  std::optional<ObjectMeta> meta = ParseObjectMeta(AsBytes(m), &why);
-  REQUIRE(meta);
-  CHECK(meta->type == "F");
-  CHECK(*meta->size == 100);
-  CHECK(*meta->ctype == 1);
-  CHECK(*meta->csize == 40);
-  CHECK_FALSE(meta->psize);
-  CHECK_FALSE(ParseObjectMeta(AsBytes(std::string("\x93\x01\x02\x03")), &why));
-  CHECK(why == "meta is not a msgpack map");
-  CHECK_FALSE(ParseObjectMeta(AsBytes(m + "x"), &why));
+  ObjMeta meta;
+  REQUIRE(ParseObjMeta(AsBytes(m), meta, &why));
+  CHECK(meta.type == std::optional<std::string>("F"));
+  CHECK(meta.size == std::optional<uint64_t>(100));
+  CHECK(meta.ctype == 1);
+  CHECK(meta.csize == 40);
+  CHECK_FALSE(meta.psize);
+  CHECK_FALSE(ParseObjMeta(AsBytes(std::string("\x93\x01\x02\x03")), meta, &why));
+  CHECK(why == "object metadata: not a msgpack map");
+  CHECK_FALSE(ParseObjMeta(AsBytes(m + "x"), meta, &why));
   std::string neg = pack([](auto& pk) {
-    pk.pack_map(1);
+    pk.pack_map(3);
+    pk.pack(std::string("ctype")); pk.pack(0);
+    pk.pack(std::string("clevel")); pk.pack(0);
     pk.pack(std::string("csize")); pk.pack(-1);
   });
-  CHECK_FALSE(ParseObjectMeta(AsBytes(neg), &why));
-  CHECK(why == "meta field 'csize' is not a non-negative integer");
+  CHECK_FALSE(ParseObjMeta(AsBytes(neg), meta, &why));
+  CHECK(why == "object metadata: `csize` is not a non-negative integer");
 }
 
 TEST_CASE("borgstore: layout problems are findings, live locks refuse", "[borgstore][B.8]") {

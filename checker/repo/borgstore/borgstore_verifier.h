@@ -34,6 +34,7 @@
 #include "checker/crypto/borg2master_crypto.h"
 #include "checker/crypto/hash_pipeline.h"
 #include "checker/engine/object_verifier.h"
+#include "checker/repo/borg2/borg2_repo_obj.h"
 #include "checker/repo/borgstore/borgstore_layout.h"
 #include "codecs/decompressor.h"
 
@@ -56,7 +57,7 @@ class BorgstoreVerifier final : public engine::ObjectVerifier {
 
   // On success: the decompressed object (verify-data) and its meta map.
   Bytes plaintext() const override { return plain_.view(); }
-  const ObjectMeta& meta() const { return meta_; }
+  const ObjMeta& meta() const { return meta_; }
 
   void VerifyBatch(std::span<const Bytes> stored, std::span<const engine::ObjectRef> refs,
                    std::span<engine::ObjectResult> out) override;
@@ -78,7 +79,7 @@ class BorgstoreVerifier final : public engine::ObjectVerifier {
     uint64_t plaintext_bytes = 0;
   };
   // VerifyAs up to the id: structure, envelopes, meta, sizes, decompression into `plain`.
-  std::optional<engine::Verdict> Decode(Bytes blob, const ChunkId& id, ByteBuffer& plain, ObjectMeta& meta,
+  std::optional<engine::Verdict> Decode(Bytes blob, const ChunkId& id, ByteBuffer& plain, ObjMeta& meta,
                                         Decoded& decoded);
   // The id (computed over the plaintext) and the padding.
   std::optional<engine::Verdict> Judge(const ChunkId& id, const Decoded& decoded, const uint8_t computed_id[32]) const;
@@ -99,7 +100,7 @@ class BorgstoreVerifier final : public engine::ObjectVerifier {
   ByteBuffer meta_scratch_;
   ByteBuffer data_scratch_;
   ByteBuffer plain_;
-  ObjectMeta meta_;
+  ObjMeta meta_;
   // Lanes (null without): the shared id hash, this worker's pipeline, buffers and items.
   const crypto::LaneHash* id_lanes_;
   std::unique_ptr<crypto::HashPipeline> pipeline_;
