@@ -10,9 +10,28 @@
 // Thread contract: pure functions.
 #pragma once
 
+#include <algorithm>
 #include <string>
 
+#include "checker/base/bytes.h"
+#include "checker/base/status.h"
+
 namespace borgcheck::keys {
+
+// The identity rule of an unlocked key (borg 1.x and 2.0.0b5 key loaders): a key found at
+// `where` outside the repository must name the repository's id; the repository's own key
+// ("config") is used whatever its id. kKeyFileMismatch "the key in <where> belongs to repository
+// <key id>, not to <path> (<config id>)" otherwise.
+inline Status KeyBelongsHere(const std::string& where, Bytes key_repository_id, Bytes config_id,
+                             const std::string& repo_path, const std::string& config_id_hex) {
+  if (where == "config" || (key_repository_id.size() == config_id.size() &&
+                            std::equal(key_repository_id.begin(), key_repository_id.end(), config_id.begin()))) {
+    return Status::Ok();
+  }
+  return Status(StatusCode::kKeyFileMismatch, "the key in " + where + " belongs to repository " +
+                                                  ToHex(key_repository_id) + ", not to " + repo_path + " (" +
+                                                  config_id_hex + ")");
+}
 
 // "the repository key in <where> was made for repository <key id>, but <config name> says the
 // repository id is <config id>: ...".

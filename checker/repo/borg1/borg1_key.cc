@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "checker/keys/key_files.h"
+#include "checker/keys/key_identity.h"
 #include "checker/keys/unlock.h"
 
 namespace borgcheck::repo {
@@ -20,13 +21,12 @@ Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& 
   keys::Candidate candidate{where, [&](const std::string& passphrase) -> Status {
                               Result<crypto::KeyMaterial> r = crypto::DecryptKeyBlob(base64, passphrase);
                               if (!r.ok()) return r.status();
-                              // A repokey in this repository's config is used whatever its id
-                              // (keys/key_identity.h); the caller reports a mismatch.
-                              if (r->repository_id != config.id && where != "config") {
-                                return Status(StatusCode::kKeyFileMismatch,
-                                              "the key in " + where + " belongs to repository " +
-                                                  ToHex(AsBytes(r->repository_id)) + ", not to " + repo_path +
-                                                  " (" + config.id_hex + ")");
+                              // A repokey in this repository's config is used whatever its id;
+                              // the caller reports a mismatch.
+                              if (Status s = keys::KeyBelongsHere(where, AsBytes(r->repository_id), AsBytes(config.id),
+                                                                  repo_path, config.id_hex);
+                                  !s.ok()) {
+                                return s;
                               }
                               material = std::move(r).value();
                               return Status::Ok();

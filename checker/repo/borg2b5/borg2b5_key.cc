@@ -5,6 +5,7 @@
 
 #include "checker/crypto/key_blob.h"
 #include "checker/keys/key_files.h"
+#include "checker/keys/key_identity.h"
 #include "checker/keys/unlock.h"
 
 namespace borgcheck::repo {
@@ -35,13 +36,12 @@ Result<LoadedBorg2Key> LoadBorg2b5Key(const io::Env& env, const std::string& rep
   keys::Candidate candidate{where, [&](const std::string& passphrase) -> Status {
                               Result<crypto::Borg2KeyMaterial> r = crypto::DecryptBorg2Key(*blob, passphrase);
                               if (!r.ok()) return r.status();
-                              // A repokey in this repository's config is used whatever its id
-                              // (keys/key_identity.h); the caller reports a mismatch.
-                              if (r->repository_id != config.id && where != "config") {
-                                return Status(StatusCode::kKeyFileMismatch,
-                                              "the key in " + where + " belongs to repository " +
-                                                  ToHex(AsBytes(r->repository_id)) + ", not to " + repo_path +
-                                                  " (" + config.id_hex + ")");
+                              // A repokey in this repository's config is used whatever its id;
+                              // the caller reports a mismatch.
+                              if (Status s = keys::KeyBelongsHere(where, AsBytes(r->repository_id), AsBytes(config.id),
+                                                                  repo_path, config.id_hex);
+                                  !s.ok()) {
+                                return s;
                               }
                               if (Status s = crypto::ValidateBorg2KeyMaterial(type, &*r); !s.ok()) {
                                 return Status(s.code(), "the key in " + where + ": " + s.message());
