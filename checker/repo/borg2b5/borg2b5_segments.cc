@@ -439,7 +439,10 @@ Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& pat
     // The walk finds the COMMIT even with stray bytes (or damage) after it.
     auto probe = [&](const SegmentFile& s) {
       CommitProbe p;
-      Borg2Segment seg{s.number, s.path, s.size, s.size, {}};
+      Borg2Segment seg;
+      seg.number = s.number;
+      seg.path = s.path;
+      seg.file_size = seg.read_limit = s.size;
       Borg2Plan scratch;
       std::set<Id> ignored;
       WalkSegment(env, seg, nullptr, scratch, ignored, &p.why);
