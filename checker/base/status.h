@@ -21,6 +21,7 @@ enum class StatusCode {
   kNotFound,            // repository path does not exist
   kNotARepository,      // path exists but is no borg repository we know
   kUnsupported,         // a borg repository of a version/feature we do not handle
+  kInvalidRepositoryConfig,  // the repository config has a value no repository can have (borg's 16)
   kWrongPassphrase,     // key blob MAC failed with the passphrase we were given
   kKeyNotFound,         // no key file for this repository
   kKeyFileInvalid,      // a key file (BORG_KEY_FILE, or one naming this repository) is no key file

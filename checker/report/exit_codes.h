@@ -29,6 +29,7 @@ inline constexpr int kExitWarnings = 1;
 inline constexpr int kExitCouldNotRun = 2;
 inline constexpr int kExitRepoDoesNotExist = 13;
 inline constexpr int kExitNotARepository = 15;
+inline constexpr int kExitInvalidRepositoryConfig = 16;
 inline constexpr int kExitKeyFileInvalid = 40;
 inline constexpr int kExitKeyFileMismatch = 41;
 inline constexpr int kExitKeyFileNotFound = 42;
@@ -48,6 +49,7 @@ inline int ExitCodeForStatus(const Status& s) {
     case StatusCode::kNotFound: return kExitRepoDoesNotExist;
     case StatusCode::kNotARepository:
     case StatusCode::kUnsupported: return kExitNotARepository;
+    case StatusCode::kInvalidRepositoryConfig: return kExitInvalidRepositoryConfig;
     case StatusCode::kKeyNotFound: return kExitKeyFileNotFound;
     case StatusCode::kKeyFileInvalid: return kExitKeyFileInvalid;
     case StatusCode::kKeyFileMismatch: return kExitKeyFileMismatch;
@@ -78,6 +80,7 @@ inline const char* StatusCodeName(StatusCode c) {
     case StatusCode::kNotFound: return "repository-not-found";
     case StatusCode::kNotARepository: return "not-a-repository";
     case StatusCode::kUnsupported: return "unsupported";
+    case StatusCode::kInvalidRepositoryConfig: return "invalid-repository-config";
     case StatusCode::kWrongPassphrase: return "wrong-passphrase";
     case StatusCode::kKeyNotFound: return "key-not-found";
     case StatusCode::kKeyFileInvalid: return "key-file-invalid";

@@ -206,6 +206,31 @@ class RepositoryCodes(CliTestCase):
         r = self.run_borgcheck([path])
         self.assert_error_exit(r, cs.EXIT_NOT_A_REPO, path + " is not a borg repository", "'config'")
 
+    def test_an_invalid_config_value_exits_16_in_every_generation(self):
+        # borg's InvalidRepositoryConfig (16): the config names a value no repository can have.
+        cases = (("borg1/v1.2.4/repos/none", "config", "segments_per_dir = 1000", "segments_per_dir = 0",
+                  "config: invalid segments_per_dir '0'"),
+                 ("borg2b5/none", "config", None, None, "config: repository id is not 64 hex digits"),
+                 ("borg2master/repos/none-sha256", "config/id", None, None,
+                  "is not 64 lowercase hex characters"))
+        for where, name, old, new, needle in cases:
+            with self.subTest(where=where):
+                repo = self.copy_generation(where)
+                path = os.path.join(repo, name)
+                with open(path) as f:
+                    text = f.read()
+                if old:
+                    self.assertIn(old, text)
+                    text = text.replace(old, new)
+                elif name == "config":
+                    text = re.sub(r"\nid = [0-9a-f]{64}\n", "\nid = 12zz\n", text)
+                else:
+                    text = "not-an-id\n"
+                with open(path, "w") as f:
+                    f.write(text)
+                r = self.run_borgcheck([repo])
+                self.assert_error_exit(r, 16, needle)
+
     def test_regular_file_exits_15(self):
         path = os.path.join(self.tmp, "a-file")
         with open(path, "w") as f:

@@ -90,7 +90,7 @@ class DocsMatchHelp(CliTestCase):
         para = self.help[self.help.index("Exit codes:"):]
         para = para[:para.index("\n\n")]
         codes = re.findall(r"(?:^|[:;] )(\d+(?:\+N)?) ", para.replace("\n", " "))
-        self.assertEqual(codes, ["0", "1", "90", "2", "13", "15", "40", "41", "42", "44", "50", "51", "52", "53",
+        self.assertEqual(codes, ["0", "1", "90", "2", "13", "15", "16", "40", "41", "42", "44", "50", "51", "52", "53",
                                  "73", "75", "141", "128+N"])
         rows = table_rows(self.doc)
         self.assertEqual([c for c in codes if "`%s`" % c not in rows], [])

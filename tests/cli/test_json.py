@@ -32,7 +32,7 @@ STAGES = ["entry-crc", "envelope", "authentication", "decompression", "id-hash",
           "index", "segment", "reference", "archive", "io", "key"]
 VERDICTS = {0: "ok", 1: "warnings", 90: "integrity-errors", 2: "could-not-run",  # 2: the state was not saved
             129: "interrupted", 130: "interrupted", 143: "interrupted"}  # a signal: the findings so far
-ERROR_CODES = {"invalid-argument", "repository-not-found", "not-a-repository", "unsupported", "wrong-passphrase",
+ERROR_CODES = {"invalid-argument", "repository-not-found", "not-a-repository", "unsupported", "invalid-repository-config", "wrong-passphrase",
                "key-not-found", "key-file-invalid", "key-file-mismatch", "repo-key-not-found", "no-passphrase",
                "passcommand-failed", "password-retries-exceeded", "lock-held", "repository-changed", "io-error", "corrupt-metadata", "interrupted",
                "internal"}
@@ -362,7 +362,8 @@ class ErrorRecords(JsonTestCase):
         self.assertIn("unsupported repository version 9", e["message"])
         with open(os.path.join(repo, "config"), "w") as f:
             f.write(re.sub(r"\nid = [0-9a-f]+\n", "\nid = xyz\n", cfg))
-        self.expect_error([repo], {}, 2, "corrupt-metadata", "%s: config: repository id is not 64 hex digits" % repo)
+        self.expect_error([repo], {}, 16, "invalid-repository-config",
+                          "%s: config: repository id is not 64 hex digits" % repo)
 
         kf = self.copy_fixture("v1.2.4/repos/keyfile")
         empty = os.path.join(self.tmp, "empty")

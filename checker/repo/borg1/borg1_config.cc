@@ -37,14 +37,14 @@ Result<RepoConfig> ParseRepoConfig(std::string_view text) {
   if (const std::string* s = get("segments_per_dir")) {
     uint64_t n = 0;
     if (!ParseSize(*s, n) || n == 0 || n > UINT32_MAX) {
-      return Status(StatusCode::kCorruptMetadata, "config: invalid segments_per_dir '" + *s + "'");
+      return Status(StatusCode::kInvalidRepositoryConfig, "config: invalid segments_per_dir '" + *s + "'");
     }
     c.segments_per_dir = uint32_t(n);
   }
   if (const std::string* s = get("max_segment_size")) {
     uint64_t n = 0;
     if (!ParseSize(*s, n)) {
-      return Status(StatusCode::kCorruptMetadata, "config: invalid max_segment_size '" + *s + "'");
+      return Status(StatusCode::kInvalidRepositoryConfig, "config: invalid max_segment_size '" + *s + "'");
     }
     c.max_segment_size = n;
   }
@@ -54,7 +54,7 @@ Result<RepoConfig> ParseRepoConfig(std::string_view text) {
   }
   const std::string* id = get("id");
   if (!id || id->size() != 64 || !FromHex(*id, c.id)) {
-    return Status(StatusCode::kCorruptMetadata, "config: repository id is not 64 hex digits");
+    return Status(StatusCode::kInvalidRepositoryConfig, "config: repository id is not 64 hex digits");
   }
   c.id_hex = Lower(*id);
   if (const std::string* k = get("key")) c.key_base64 = WithoutWhitespace(*k);

@@ -43,8 +43,8 @@ TEST_CASE("config: versions and values are validated", "[config]") {
   CHECK(ParseRepoConfig("[repository]\nversion = 2\n" + id).status().message().find("version 2") != std::string::npos);
   CHECK(ParseRepoConfig("[other]\nversion = 1\n").status().code() == StatusCode::kNotARepository);
   CHECK(ParseRepoConfig("[repository]\n" + id).status().code() == StatusCode::kNotARepository);
-  CHECK(ParseRepoConfig("[repository]\nversion = 1\nid = xyz\n").status().code() == StatusCode::kCorruptMetadata);
-  CHECK(ParseRepoConfig("[repository]\nversion = 1\nsegments_per_dir = 0\n" + id).status().code() == StatusCode::kCorruptMetadata);
+  CHECK(ParseRepoConfig("[repository]\nversion = 1\nid = xyz\n").status().code() == StatusCode::kInvalidRepositoryConfig);
+  CHECK(ParseRepoConfig("[repository]\nversion = 1\nsegments_per_dir = 0\n" + id).status().code() == StatusCode::kInvalidRepositoryConfig);
   Result<RepoConfig> c = ParseRepoConfig("[repository]\nversion = 1\nmax_segment_size = 5M\nappend_only = 1\n" + id);
   REQUIRE(c.ok());
   CHECK(c->max_segment_size == 5000000);

@@ -189,7 +189,7 @@ TEST_CASE("b5 config: version 2 only", "[borg2seg]") {
   CHECK(none->key_base64.empty());
   CHECK(ParseBorg2Config("[repository]\nversion = 1\nid = " + std::string(64, 'a') + "\n").status().code() ==
         StatusCode::kUnsupported);
-  CHECK(ParseBorg2Config("[repository]\nversion = 2\nid = xyz\n").status().code() == StatusCode::kCorruptMetadata);
+  CHECK(ParseBorg2Config("[repository]\nversion = 2\nid = xyz\n").status().code() == StatusCode::kInvalidRepositoryConfig);
   CHECK(ParseBorg2Config("[other]\n").status().code() == StatusCode::kNotARepository);
 }
 

@@ -276,7 +276,7 @@ Result<BorgstoreLayout> ReadBorgstoreLayout(const io::Env& env, const std::strin
   while (!id_hex.empty() && (id_hex.back() == '\n' || id_hex.back() == ' ')) id_hex.pop_back();
   ChunkId id_raw;
   if (!ParseHexName(id_hex, &id_raw)) {
-    return Status(StatusCode::kCorruptMetadata, "config/id of " + path + " is not 64 lowercase hex characters");
+    return Status(StatusCode::kInvalidRepositoryConfig, "config/id of " + path + " is not 64 lowercase hex characters");
   }
   layout.id_hex = id_hex;
   layout.id.assign(reinterpret_cast<const char*>(id_raw.data()), 32);
