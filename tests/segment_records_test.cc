@@ -65,8 +65,8 @@ std::vector<std::string> Messages(const run::CheckOutcome& o, bool with_id) {
   return out;
 }
 
-// Flips one byte of every bucket's segment field in the first `n` used buckets... no: damages the
-// index so that it fails its integrity check but still parses: one byte of its last bucket.
+// Damages the index so that it fails its integrity check but still parses: one byte of its last
+// bucket.
 void DamageIndex(RepoCopy& c, const std::string& name) {
   const uint64_t size = fs::file_size(c.path() + "/" + name);
   c.FlipByte(name, size - 1, 0x40);
