@@ -151,6 +151,32 @@ TEST_CASE("verbose (-v) lines: notes, details, phases", "[report]") {
         "details: borgstore-v4 repokey, 30 packs (index), 278.0 KiB plaintext, 270.0 KiB read at -, 4 threads\n");
 }
 
+TEST_CASE("the coverage line of a run with a state", "[report]") {
+  RunSummary s = Summary();
+  CHECK(FormatCoverageLine(s).empty());  // no state: nothing to say
+  s.has_coverage = true;
+  s.unit_noun = "segment";
+  s.units_total = 30;
+  s.bytes_total = 276462;
+  s.finished_at = 1796132097;
+  s.coverage.state_file = "/var/lib/borgcheck/3fe7/state.json";
+  s.coverage.ratio = 0.5;
+  s.coverage.max_age_s = 8 * 86400;
+  s.coverage.units_verified = 15;
+  s.coverage.units_never_verified = 3;
+  CHECK(FormatCoverageLine(s) ==
+        "coverage: 50.0% of 270.0 KiB verified within 8d (15 of 30 segments, 3 never); no full verification "
+        "completed yet; state /var/lib/borgcheck/3fe7/state.json\n");
+  s.coverage.units_never_verified = 0;
+  s.coverage.full_verification_at = 1796132097 - 3600;
+  s.coverage.oldest_verified_at = 1796132097 - 2 * 86400 - 4 * 3600;
+  CHECK(FormatCoverageLine(s) ==
+        "coverage: 50.0% of 270.0 KiB verified within 8d (15 of 30 segments); full verification completed "
+        "2026-12-01T12:34:57.000Z; oldest segment verified 2d04h ago; state /var/lib/borgcheck/3fe7/state.json\n");
+  s.skipped = true;  // --min-interval prints its own line
+  CHECK(FormatCoverageLine(s).empty());
+}
+
 TEST_CASE("number, duration and time formats", "[report]") {
   CHECK(FormatCount(0) == "0");
   CHECK(FormatCount(999) == "999");
