@@ -233,8 +233,9 @@ int main(int argc, char** argv) {
     if (!opts.check.json) err.Write("borgcheck: " + n + "\n");
   }
   run::CheckOutcome outcome = run::RunCheck(opts.check, progress, env);
-  // --lock-wait: the lock check comes before anything is read or asked for, so trying again
-  // is cheap. (Interim: the run layer is to wait itself; then this loop finds no time left.)
+  // --lock-wait: every source checks borg's lock right after reading the config, before the
+  // index, the segments or packs, the state or a passphrase, so waiting is trying again once a
+  // second (the sleep ends at a stop signal) until the lock is gone or the time is up.
   while (outcome.status.code() == StatusCode::kLockHeld && !outcome.stop_signal &&
          std::chrono::steady_clock::now() - started < std::chrono::seconds(opts.check.lock_wait_seconds)) {
     if (!SleepASecond()) {
