@@ -320,7 +320,7 @@ TEST_CASE("borgstore: layout problems are findings, live locks refuse", "[borgst
     CHECK(ReadBorgstoreLayout(io::Env::Default(), r, {}).status().code() == StatusCode::kUnsupported);
     write("config/version", "4");
     write("config/id", "xyz");
-    CHECK(ReadBorgstoreLayout(io::Env::Default(), r, {}).status().code() == StatusCode::kCorruptMetadata);
+    CHECK(ReadBorgstoreLayout(io::Env::Default(), r, {}).status().code() == StatusCode::kInvalidRepositoryConfig);
   }
   if (saved_host_id) setenv("BORG_HOST_ID", restore_host_id.c_str(), 1);
   else unsetenv("BORG_HOST_ID");
