@@ -2,7 +2,8 @@
 //
 // Input: the bytes of a config file.
 // Invariant: parsing never crashes, never hangs and is deterministic. A failure is one of
-// kNotARepository / kUnsupported / kCorruptMetadata with a message. A success describes a
+// kNotARepository / kUnsupported / kCorruptMetadata / kInvalidRepositoryConfig (a value no
+// repository can have: exit 16) with a message. A success describes a
 // version 1 repository whose id is 32 bytes with id_hex its lowercase hex, segments_per_dir
 // at least 1, and a key with all whitespace removed; and the INI layer accepted the text too.
 #include <cctype>
@@ -22,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!r.ok()) {
     const StatusCode c = r.status().code();
     FUZZ_CHECK(c == StatusCode::kNotARepository || c == StatusCode::kUnsupported ||
-               c == StatusCode::kCorruptMetadata);
+               c == StatusCode::kCorruptMetadata || c == StatusCode::kInvalidRepositoryConfig);
     FUZZ_CHECK(!r.status().message().empty());
     FUZZ_CHECK(again.status().code() == c && again.status().message() == r.status().message());
     return 0;
