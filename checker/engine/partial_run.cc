@@ -18,20 +18,22 @@ const UnitRecord* CurrentRecord(const StateFile* state, const UnitView& u) {
 
 bool Within(double at, double now, double max_age_s) { return max_age_s <= 0 || now - at <= max_age_s; }
 
-// Whether the state knows of something wrong in a unit still on disk: a mark at this level (or
-// a slice of one) whose result was not clean. A run stopped by a signal saves such marks but no
-// `last_run`, so --min-interval must look at the units too, not only at the last run.
+// Whether a unit's record says something was found: its mark at this level, or a slice of it,
+// has a result that is not clean.
+bool HadFindings(const UnitRecord& r, CheckLevel level) {
+  if (std::optional<UnitMark> m = r.MarkFor(level); m && m->result != UnitResult::kClean) return true;
+  return std::any_of(r.slices.begin(), r.slices.end(),
+                     [](const auto& kv) { return kv.second.result != UnitResult::kClean; });
+}
+
+// Whether the state knows of something wrong in a unit still on disk. A run stopped by a signal
+// saves such marks but no `last_run`, so --min-interval must look at the units too, not only at
+// the last run.
 bool AnyUnitNotClean(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level) {
-  for (const UnitView& u : units) {
-    if (!u.on_disk) continue;
-    const UnitRecord* r = CurrentRecord(&state, u);
-    if (!r) continue;
-    if (std::optional<UnitMark> m = r->MarkFor(level); m && m->result != UnitResult::kClean) return true;
-    for (const auto& [k, sm] : r->slices) {
-      if (sm.result != UnitResult::kClean) return true;
-    }
-  }
-  return false;
+  return std::any_of(units.begin(), units.end(), [&](const UnitView& u) {
+    const UnitRecord* r = u.on_disk ? CurrentRecord(&state, u) : nullptr;
+    return r && HadFindings(*r, level);
+  });
 }
 
 }  // namespace
@@ -65,9 +67,7 @@ Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units
     }
     const UnitRecord* r = CurrentRecord(state, u);
     if (o.slice) {
-      const bool findings = r && (std::any_of(r->slices.begin(), r->slices.end(),
-                                              [](const auto& kv) { return kv.second.result != UnitResult::kClean; }) ||
-                                  (r->MarkFor(o.level) && r->MarkFor(o.level)->result != UnitResult::kClean));
+      const bool findings = r && HadFindings(*r, o.level);
       std::optional<double> at;
       if (r && r->slices_t == o.slice->t && r->slices_level >= o.level) {
         auto k = r->slices.find(o.slice->k);
@@ -78,10 +78,7 @@ Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units
     }
     std::optional<UnitMark> m = r ? r->MarkFor(o.level) : std::nullopt;
     if (!m) {
-      const bool findings = r && std::any_of(r->slices.begin(), r->slices.end(), [](const auto& kv) {
-                              return kv.second.result != UnitResult::kClean;
-                            });
-      due.emplace_back(findings ? 1 : 2, 0.0, i);
+      due.emplace_back(r && HadFindings(*r, o.level) ? 1 : 2, 0.0, i);
       continue;
     }
     if (m->result != UnitResult::kClean) {

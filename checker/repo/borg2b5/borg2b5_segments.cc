@@ -322,16 +322,15 @@ std::optional<IndexInfo> LoadIndex(const io::Env& env, const std::string& path, 
 }
 
 // Walks the entry headers of one segment into seg.entries (step 2). `reported` collects the
-// ids of index entries named by damage findings. When a read fails (seg.unreadable), `io_why`
-// (optional) gets why.
+// ids of index entries named by damage findings. When a read fails, seg.unreadable is set and
+// seg.unreadable_why says why.
 void WalkSegment(const io::Env& env, Borg2Segment& seg, const IndexInfo* index, Borg2Plan& plan,
-                 std::set<Id>& reported, std::string* io_why = nullptr) {
+                 std::set<Id>& reported) {
   Result<std::unique_ptr<io::File>> opened = env.Open(seg.path);
   if (!opened.ok()) {
     if (opened.status().code() == StatusCode::kIoError) {
       seg.unreadable = true;
       seg.unreadable_why = opened.status().message();
-      if (io_why) *io_why = opened.status().message();
       plan.findings.push_back(UnreadableFinding(Location::Segment(seg.number), nullptr,
                                                 "cannot read segment file: " + opened.status().message() +
                                                     "; its objects are not checked"));
@@ -385,7 +384,6 @@ void WalkSegment(const io::Env& env, Borg2Segment& seg, const IndexInfo* index, 
     if (Status s = f.ReadAt(off, n, hdr); !s.ok()) {
       seg.unreadable = true;  // what follows is not known, not lost
       seg.unreadable_why = s.message();
-      if (io_why) *io_why = s.message();
       damaged(off, limit, Stage::kIo, "cannot read the segment (" + s.message() + "): not checked", hdr, 0);
       return;
     }
@@ -445,11 +443,12 @@ Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& pat
       seg.file_size = seg.read_limit = s.size;
       Borg2Plan scratch;
       std::set<Id> ignored;
-      WalkSegment(env, seg, nullptr, scratch, ignored, &p.why);
+      WalkSegment(env, seg, nullptr, scratch, ignored);
       for (const Borg2Entry& e : seg.entries) {
         if (e.tag == kB2TagCommit) p.commit_end = uint64_t(e.offset) + e.size;
       }
       p.unreadable = seg.unreadable;
+      p.why = seg.unreadable_why;
       return p;
     };
     commit_end = CheckRecordedCommit(*log, t, probe, plan.findings).commit_end;
