@@ -22,6 +22,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <set>
 #include <thread>
@@ -50,6 +51,7 @@ struct Recorded {
   std::mutex mu;
   std::set<ChunkId> ids;            // live and orphan objects handed over
   std::vector<size_t> units;        // ReadUnit calls, in call order
+  std::optional<size_t> stop_at_unit;  // RequestStopFromSignal(15) when this unit's read begins
 };
 
 class RecordingSink final : public engine::UnitSink {
@@ -89,6 +91,9 @@ class RecordingSource final : public engine::ObjectSource {
       std::lock_guard<std::mutex> lock(rec_.mu);
       rec_.units.push_back(index);
     }
+    // A stop as if a signal came the moment this unit's read began (exactly there, whatever
+    // the scheduler does: a polling thread could see the unit too late, after it was read).
+    if (rec_.stop_at_unit && *rec_.stop_at_unit == index) RequestStopFromSignal(15);
     RecordingSink s(sink, rec_);
     inner_->ReadUnit(index, s);
   }
@@ -382,22 +387,9 @@ TEST_CASE("a stop mid-run reports the findings so far and marks only units read 
   engine::CheckOptions o = Options(repo.path());
   o.state_dir = state.path;
   Recorded rec;
+  rec.stop_at_unit = 5;  // stop once segment 5 is being read (segment 2, the damaged one, was verified before)
   RecordingSource src(repo::MakeBorg1Source(o, slow), rec);
-  // Stop once segment 5 is being read (segment 2, the damaged one, was verified before).
-  std::atomic<bool> stop{false};
-  std::thread stopper([&] {
-    for (int i = 0; i < 2000 && !stop; ++i) {
-      {
-        std::lock_guard<std::mutex> lock(rec.mu);
-        if (std::count(rec.units.begin(), rec.units.end(), size_t(5))) break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    RequestStopFromSignal(15);
-  });
   engine::CheckOutcome out = engine::RunEngine(src, o, {}, slow);
-  stop = true;
-  stopper.join();
   TEST_ResetStopSignal();
   CHECK(out.stop_signal == 15);
   CHECK(out.status.code() == StatusCode::kInterrupted);

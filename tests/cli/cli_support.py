@@ -256,7 +256,9 @@ class CliTestCase(unittest.TestCase):
     # -- running ----------------------------------------------------------------------------
 
     def environment(self, env):
-        full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home, "LC_ALL": "C"}
+        # TZ=UTC: the test hooks' dates (BORGCHECK_TEST_TODAY: local noon) and the reports (UTC)
+        # agree on the day whatever the machine's zone.
+        full = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": self.home, "LC_ALL": "C", "TZ": "UTC"}
         for k in _PASSTHROUGH:
             if k in os.environ:
                 full[k] = os.environ[k]

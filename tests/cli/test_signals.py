@@ -14,8 +14,10 @@ tested on a fixture copy.
 import json
 import os
 import queue
+import shutil
 import signal
 import sys
+import tempfile
 import threading
 import time
 
@@ -27,6 +29,10 @@ from cli_support import (CliTestCase, RunResult, ENTRIES, ENTRY_SIZE, FILLER_ID,
                          make_long_repo)
 
 STOP_TIMEOUT_S = 5.0  # how long a signalled run may take to exit
+# Every repository read sleeps 10 ms first (a test hook): the long run lasts seconds however fast
+# the machine's page cache is (unslowed, a fast machine reads the sparse GiB in 0.2 s: fewer than
+# two progress ticks, or done before the signal arrives).
+SLOW = cs.slow_reads(10000)
 
 
 class LineReader:
@@ -55,15 +61,26 @@ class LineReader:
         return b"".join(self.all)
 
 
+def blocked_in_read(pid, fd):
+    """Whether process `pid` is blocked in read(fd, ...) (/proc/<pid>/syscall: x86-64's read is
+    number 0, then the first argument)."""
+    try:
+        with open("/proc/%d/syscall" % pid) as f:
+            fields = f.read().split()
+    except OSError:
+        return False
+    return len(fields) > 1 and fields[0] == "0" and int(fields[1], 16) == fd
+
+
 class LongRun(CliTestCase):
     def setUp(self):
         super().setUp()
         self.repo = make_long_repo(self)
 
     def test_progress_records_during_a_long_run(self):
-        r = self.run_borgcheck(["--json", "--progress=always", "--threads", "2", self.repo], timeout=120)
+        r = self.run_borgcheck(["--json", "--progress=always", "--threads", "2", self.repo], env=SLOW, timeout=120)
         self.assert_rc(r, cs.EXIT_INTEGRITY_ERRORS)
-        self.assertEqual(r.stderr, "")
+        self.assertEqual(cs.without_hook_notes(r.stderr), "")
         records = self.json_records(r)
         progress = [x for x in records if x["type"] == "progress"]
         running = [x for x in progress if not x["final"]]
@@ -105,7 +122,7 @@ class LongRun(CliTestCase):
             self.assertLess(a["elapsed_s"], b["elapsed_s"])
 
     def stop_mid_run(self, signo):
-        proc = self.start(["--json", "--progress=always", "--threads", "1", self.repo])
+        proc = self.start(["--json", "--progress=always", "--threads", "1", self.repo], SLOW)
         reader = LineReader(proc.stdout)
         deadline = time.monotonic() + 60
         while True:
@@ -132,7 +149,7 @@ class LongRun(CliTestCase):
     def check_signal_stop(self, signo):
         r, _ = self.stop_mid_run(signo)
         self.assert_rc(r, cs.EXIT_SIGNAL_BASE + signo)
-        self.assertEqual(r.stderr, "")
+        self.assertEqual(cs.without_hook_notes(r.stderr), "")
         records = self.json_records(r)
         # Stopped mid-run: what it found so far (nothing: the one finding of this repository is
         # the index comparison's, made after the last segment) and a partial summary.
@@ -186,9 +203,29 @@ class SignalWhileWaitingForPassphrase(CliTestCase):
         self.addCleanup(writer.close)
         proc = self.start(["--json", "--verify-data", self.repo], {"BORG_PASSPHRASE_FD": str(rfd)}, pass_fds=(rfd,))
         os.close(rfd)
-        time.sleep(0.5)  # planning is done in milliseconds; then it blocks reading the pipe
-        self.assertIsNone(proc.poll(), "borgcheck did not wait for BORG_PASSPHRASE_FD")
+        # Signal only once it blocks reading the pipe (its handlers are set by then): a fixed
+        # sleep is too short on a loaded machine under the sanitizers, and the default action
+        # of the signal would kill it before its handlers exist.
+        self.wait_until(proc, lambda: blocked_in_read(proc.pid, rfd), "to block reading BORG_PASSPHRASE_FD")
         return proc, writer
+
+    def wait_until(self, proc, ready, what):
+        deadline = time.monotonic() + 60
+        while not ready():
+            self.assertIsNone(proc.poll(), "borgcheck exited instead of waiting %s" % what)
+            self.assertLess(time.monotonic(), deadline, "borgcheck did not wait %s within 60 s" % what)
+            time.sleep(0.01)
+
+    def start_passcommand_wait(self):
+        """borgcheck running a BORG_PASSCOMMAND that never ends, once the command has started."""
+        # Outside self.tmp, whose tree the read-only check compares before and after.
+        flags = tempfile.mkdtemp(prefix="borgcheck-signals-")
+        self.addCleanup(shutil.rmtree, flags, True)
+        ready = os.path.join(flags, "passcommand-started")
+        proc = self.start(["--json", "--verify-data", self.repo],
+                          {"BORG_PASSCOMMAND": "sh -c 'touch %s; exec sleep 30'" % ready})
+        self.wait_until(proc, lambda: os.path.exists(ready), "for BORG_PASSCOMMAND")
+        return proc
 
     def test_sigterm_while_reading_passphrase_fd_exits_143(self):
         proc, writer = self.start_fd_wait()
@@ -216,9 +253,7 @@ class SignalWhileWaitingForPassphrase(CliTestCase):
     def test_sigterm_while_passcommand_runs_exits_143_and_ends_the_command(self):
         # Only borgcheck is signalled (a service manager stopping it): it must not wait for
         # the command, nor leave it running.
-        proc = self.start(["--json", "--verify-data", self.repo], {"BORG_PASSCOMMAND": "sleep 30"})
-        time.sleep(0.5)
-        self.assertIsNone(proc.poll(), "borgcheck did not wait for BORG_PASSCOMMAND")
+        proc = self.start_passcommand_wait()
         proc.send_signal(signal.SIGTERM)
         late = self.wait_for_exit(proc, "running BORG_PASSCOMMAND", lambda: os.killpg(proc.pid, signal.SIGKILL))
         self.expect_signal_exit(proc, signal.SIGTERM, late)
@@ -229,9 +264,7 @@ class SignalWhileWaitingForPassphrase(CliTestCase):
     def test_ctrl_c_while_passcommand_runs_exits_130(self):
         # Ctrl-C on a terminal signals the whole foreground process group: borgcheck and the
         # BORG_PASSCOMMAND it runs.
-        proc = self.start(["--json", "--verify-data", self.repo], {"BORG_PASSCOMMAND": "sleep 30"})
-        time.sleep(0.5)
-        self.assertIsNone(proc.poll(), "borgcheck did not wait for BORG_PASSCOMMAND")
+        proc = self.start_passcommand_wait()
         os.killpg(proc.pid, signal.SIGINT)
         late = self.wait_for_exit(proc, "running BORG_PASSCOMMAND", lambda: os.killpg(proc.pid, signal.SIGKILL))
         self.expect_signal_exit(proc, signal.SIGINT, late)

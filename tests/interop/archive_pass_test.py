@@ -154,7 +154,9 @@ class Generation:
         self.exe = exe
         self.dir = os.path.join(SCRATCH, name)
         self.repo = os.path.join(self.dir, "repo")
-        self.env = dict(os.environ, BORG_PASSPHRASE=PASSPHRASE, BORG_BASE_DIR=os.path.join(self.dir, "base"),
+        # No BORG_* / XDG_* of the caller's (a developer's BORG_KEYS_DIR, BORG_HOST_ID, ...).
+        clean = {k: v for k, v in os.environ.items() if not k.startswith(("BORG_", "XDG_"))}
+        self.env = dict(clean, BORG_PASSPHRASE=PASSPHRASE, BORG_BASE_DIR=os.path.join(self.dir, "base"),
                         BORG_RELOCATED_REPO_ACCESS_IS_OK="yes", BORG_CHECK_I_KNOW_WHAT_I_AM_DOING="YES",
                         BORG_DELETE_I_KNOW_WHAT_I_AM_DOING="YES", TZ="UTC")
         self.copies = 0
