@@ -131,14 +131,18 @@ class MetricsFile(CliTestCase):
         success_at = samples[("borgcheck_last_success_timestamp_seconds", None)]
         [state_file] = [os.path.join(state, d, "state.json") for d in os.listdir(state)]
         with open(state_file) as f:
-            self.assertAlmostEqual(json.load(f)["last_success_at"], success_at, delta=1)
+            state_success = json.load(f)["last_success_at"]
+        # The state records the success when the run's findings are final, the metrics file when
+        # the run ends, a moment later (however long that moment is on a loaded machine).
+        self.assertLessEqual(state_success, success_at)
+        self.assertLess(success_at - state_success, 600)
         os.remove(self.path)  # the textfile folder was cleaned, or the path changed
         r = self.run_borgcheck(["-q", "--verify-data", "--state-dir", state, repo, "--metrics-file", self.path],
                                {"BORG_PASSPHRASE": "x"})
         self.assert_rc(r, cs.EXIT_WRONG_PASSPHRASE)
         samples, _ = self.promtool_accepts()
         self.assertEqual(samples[("borgcheck_success", None)], 0)
-        self.assertAlmostEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], success_at, delta=1)
+        self.assertAlmostEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], state_success, delta=1e-3)
         # Without the state the same failure has nothing to carry forward.
         os.remove(self.path)
         r = self.run_borgcheck(["-q", "--verify-data", repo, "--metrics-file", self.path], {"BORG_PASSPHRASE": "x"})
