@@ -17,13 +17,19 @@ size_t DecodeMultiByte(std::string_view s, size_t i, uint32_t& cp) {
   size_t len;
   uint32_t min;
   if (b0 >= 0xc2 && b0 <= 0xdf) {
-    len = 2, min = 0x80, cp = b0 & 0x1f;
+    len = 2;
+    min = 0x80;
+    cp = b0 & 0x1f;
   } else if (b0 >= 0xe0 && b0 <= 0xef) {
-    len = 3, min = 0x800, cp = b0 & 0x0f;
+    len = 3;
+    min = 0x800;
+    cp = b0 & 0x0f;
   } else if (b0 >= 0xf0 && b0 <= 0xf4) {
-    len = 4, min = 0x10000, cp = b0 & 0x07;
+    len = 4;
+    min = 0x10000;
+    cp = b0 & 0x07;
   } else {
-    return 0;
+    return 0;  // ASCII is handled by the caller; 0x80-0xc1 and 0xf5-0xff never start one
   }
   if (s.size() - i < len) return 0;
   for (size_t k = 1; k < len; ++k) {

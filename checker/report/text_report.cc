@@ -136,16 +136,17 @@ std::string FormatSummaryLine(const RunSummary& s, int exit_code) {
   if (s.skipped) {
     return fmt::format("{}: skipped: a clean full verification completed {} (within --min-interval); nothing "
                        "checked\n",
-                       EscapeText(s.repository), s.coverage.full_verification_at > 0 ? FormatRfc3339(s.coverage.full_verification_at)
-                                                                         : std::string("earlier"));
+                       EscapeText(s.repository),
+                       s.coverage.full_verification_at > 0 ? FormatRfc3339(s.coverage.full_verification_at)
+                                                           : std::string("earlier"));
   }
   std::string archives;
   if (s.archives_checked && s.archives_total) {
     archives = fmt::format(", {} of {} archive{} checked", FormatCount(*s.archives_checked),
                            FormatCount(*s.archives_total), *s.archives_total == 1 ? "" : "s");
   }
-  return fmt::format("{}: {}: {} of {} objects {} ({}{}){}, {}, {}, {}{}\n", EscapeText(s.repository), VerdictName(s, exit_code),
-                     FormatCount(s.objects_verified), FormatCount(s.objects_total),
+  return fmt::format("{}: {}: {} of {} objects {} ({}{}){}, {}, {}, {}{}\n", EscapeText(s.repository),
+                     VerdictName(s, exit_code), FormatCount(s.objects_verified), FormatCount(s.objects_total),
                      s.verify_data ? "verified" : "CRC-checked", FormatBytes(s.stored_bytes),
                      s.verify_data ? "" : ", keyless", archives,
                      Plural(s.errors, "error", "errors") +
