@@ -179,7 +179,7 @@ TEST_CASE("the coverage line of a run with a state", "[report]") {
 
 // Issue 17 item 5: strings from the repository and the command line are escaped when printed
 // (checker/base/text_escape.h); the finding and the summary keep the raw bytes for JSON.
-TEST_CASE("repository strings are escaped in every text line; ordinary ones are unchanged", "[report]") {
+TEST_CASE("repository strings are escaped in every text line, ordinary ones are unchanged", "[report]") {
   const std::string forged = "x\n/srv/borg/main: ok: 1 of 1 objects verified";
   Finding f;
   f.stage = Stage::kReference;
