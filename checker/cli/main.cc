@@ -10,6 +10,7 @@
 //    and --show-rc.
 #include <malloc.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -24,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "checker/base/stop_signal.h"
+#include "checker/base/text_escape.h"
 #include "checker/cli/cli_args.h"
 #include "checker/io/fault_env.h"
 #include "checker/report/exit_codes.h"
@@ -160,6 +162,13 @@ int main(int argc, char** argv) {
                  "write Prometheus metrics for node_exporter's textfile collector (replaced atomically)")
       ->type_name("PATH.prom");
   app.set_version_flag("--version", std::string("borgcheck ") + BORGCHECK_VERSION);
+  // CLI11's messages quote the arguments (an unknown option, a value that does not convert):
+  // escaped as every other string from the command line (checker/base/text_escape.h).
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {
+    const std::string what = e.what();
+    const std::string message = CLI::FailureMessage::simple(a, e);  // what + "\n" + a hint
+    return EscapeText(what) + message.substr(std::min(what.size(), message.size()));
+  });
 
   std::vector<std::string> args = cli::NormalizeArgs(argc, argv);
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
@@ -230,7 +239,7 @@ int main(int argc, char** argv) {
   if (opts.test_read_delay_us) slow_env.DelayReads(std::chrono::microseconds(opts.test_read_delay_us));
   const io::Env& env = opts.test_read_delay_us ? static_cast<const io::Env&>(slow_env) : io::Env::Default();
   for (const std::string& n : opts.test_hook_notes) {
-    if (!opts.check.json) err.Write("borgcheck: " + n + "\n");
+    if (!opts.check.json) err.Write("borgcheck: " + EscapeText(n) + "\n");
   }
   run::CheckOutcome outcome = run::RunCheck(opts.check, progress, env);
   // --lock-wait: every source checks borg's lock right after reading the config, before the
@@ -258,7 +267,7 @@ int main(int argc, char** argv) {
     if (!outcome.state_status.ok()) lines.push_back(outcome.state_status.message());
     for (const std::string& w : lines) {
       if (opts.check.json) s.notes.push_back(w);
-      else err.Write("borgcheck: warning: " + w + "\n");
+      else err.Write("borgcheck: warning: " + EscapeText(w) + "\n");
     }
     for (const std::string& n : opts.test_hook_notes) s.notes.push_back(n);
   };
@@ -322,7 +331,7 @@ int main(int argc, char** argv) {
     const report::RunSummary& s = outcome.summary;
     if ((finished || s.skipped) && (!s.complete || !s.coverage.state_file.empty())) m.extra = report::CoverageMetrics(s);
     if (Status s = report::WriteMetricsFile(opts.metrics_file, m); !s.ok()) {
-      err.Write("borgcheck: " + s.message() + "\n");
+      err.Write("borgcheck: " + EscapeText(s.message()) + "\n");
       // Verified but unrecorded: the staleness alert would fire later for no visible reason.
       if (m.success) rc = report::kExitCouldNotRun;
     }

@@ -21,6 +21,7 @@
 #include <msgpack.hpp>
 
 #include "checker/base/msgpack_util.h"
+#include "checker/base/text_escape.h"
 #include "checker/crypto/key_inner.h"
 #include "checker/crypto/blake2b.h"
 #include "checker/crypto/blake3.h"
@@ -70,16 +71,6 @@ bool AsUint(const msgpack::object* o, uint64_t& out) {
   if (o == nullptr || o->type != msgpack::type::POSITIVE_INTEGER) return false;
   out = o->via.u64;
   return true;
-}
-
-std::string Printable(Bytes b) {
-  std::string s;
-  for (size_t i = 0; i < b.size() && i < 40; ++i) {
-    char c = static_cast<char>(b[i]);
-    s.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  }
-  if (b.size() > 40) s += "...";
-  return s;
 }
 
 Result<Borg2KeyMaterial> ParseInner(Bytes plain, const std::string& label) {
@@ -234,7 +225,7 @@ Result<Borg2EncryptedKey> ParseBorg2KeyBlob(std::string_view base64_text,
     if (AsText(type) == "d") blob.argon2_type = Argon2_d;
     else if (AsText(type) == "i") blob.argon2_type = Argon2_i;
     else if (AsText(type) == "id") blob.argon2_type = Argon2_id;
-    else return Unsupported("key blob: unknown argon2_type '" + Printable(type) + "'");
+    else return Unsupported("key blob: unknown argon2_type '" + MessageExcerpt(AsText(type), 40) + "'");
     blob.argon2_time_cost = uint32_t(t);
     blob.argon2_memory_cost_kib = uint32_t(m);
     blob.argon2_parallelism = uint32_t(p);
@@ -261,7 +252,7 @@ Result<Borg2EncryptedKey> ParseBorg2KeyBlob(std::string_view base64_text,
     blob.iterations = uint32_t(iterations);
     blob.hash.assign(AsText(hash));
   } else {
-    return Unsupported("key blob: unsupported key algorithm '" + Printable(algorithm) + "'");
+    return Unsupported("key blob: unsupported key algorithm '" + MessageExcerpt(AsText(algorithm), 40) + "'");
   }
   blob.salt.assign(AsText(salt));
   blob.data.assign(AsText(data));

@@ -19,6 +19,7 @@
 #include <msgpack.hpp>
 
 #include "checker/base/msgpack_util.h"
+#include "checker/base/text_escape.h"
 #include "checker/crypto/key_inner.h"
 
 namespace borgcheck::crypto {
@@ -65,17 +66,6 @@ bool AsUint(const msgpack::object* o, uint64_t& out, bool& negative) {
     return true;
   }
   return false;
-}
-
-// A field name or value for a message: printable ASCII only, shortened. Never used for keys.
-std::string Printable(Bytes b) {
-  std::string s;
-  for (size_t i = 0; i < b.size() && i < 32; ++i) {
-    char c = static_cast<char>(b[i]);
-    s.push_back(c >= 0x20 && c < 0x7f ? c : '?');
-  }
-  if (b.size() > 32) s += "...";
-  return s;
 }
 
 Status CheckVersion(const msgpack::object& map, const char* what) {
@@ -211,9 +201,9 @@ Result<KeyMaterial> DecryptKeyBlob(std::string_view base64_text, std::string_vie
   if (!AsRaw(Find(outer, "algorithm"), algorithm)) {
     return Corrupt("key blob: `algorithm` is missing or not a string");
   }
-  if (std::string_view(reinterpret_cast<const char*>(algorithm.data()), algorithm.size()) !=
-      "sha256") {
-    return Unsupported("key blob: algorithm '" + Printable(algorithm) +
+  const std::string_view algorithm_text(reinterpret_cast<const char*>(algorithm.data()), algorithm.size());
+  if (algorithm_text != "sha256") {
+    return Unsupported("key blob: algorithm '" + MessageExcerpt(algorithm_text, 32) +
                        "' is not supported (borg 1.x only writes 'sha256')");
   }
   uint64_t iterations = 0;

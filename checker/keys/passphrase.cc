@@ -17,6 +17,7 @@
 #include <openssl/crypto.h>
 
 #include "checker/base/stop_signal.h"
+#include "checker/base/text_escape.h"
 
 namespace borgcheck::keys {
 namespace {
@@ -321,7 +322,9 @@ std::optional<std::string> PromptPassphrase(const std::string& prompt) {
     t.c_lflag &= ~tcflag_t(ECHO);
     ::tcsetattr(fd, TCSAFLUSH, &t);
   }
-  (void)!::write(fd, prompt.data(), prompt.size());
+  // The prompt names a key file or repository path: escaped as all text output is.
+  const std::string shown = EscapeText(prompt);
+  (void)!::write(fd, shown.data(), shown.size());
   std::string line;
   char c;
   for (;;) {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "checker/base/text_escape.h"
 #include "checker/report/exit_codes.h"
 #include "checker/report/progress_line.h"
 
@@ -31,7 +32,7 @@ class TextReporter final : public Reporter {
   }
 
   void PrintError(const Status& status, int /*exit_code*/) override {
-    err_.Write("borgcheck: " + status.message() + "\n");
+    err_.Write("borgcheck: " + EscapeText(status.message()) + "\n");
     err_.Flush();
   }
 

@@ -14,7 +14,8 @@
 //   {"type":"error","code":"wrong-passphrase","exit_code":52,"message":"..."}
 //
 // Text: findings (rolled up, text_report.h) and one summary line on stdout; the progress
-// line and errors on stderr (progress_line.h).
+// line and errors on stderr (progress_line.h). Strings from the repository or the command line
+// are escaped (checker/base/text_escape.h) as text_report.h says; error messages as a whole.
 //
 // Every byte goes through an OutputStream (output_stream.h): a failed write never throws or
 // aborts; the stream remembers it and main chooses the exit code. Progress stops once its

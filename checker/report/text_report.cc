@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "checker/base/text_escape.h"
 #include "checker/report/exit_codes.h"
 #include "checker/report/output.h"
 
@@ -31,7 +32,7 @@ std::string MemberLine(const Finding& f) {
   std::string line = " ";
   if (f.chunk_id) line += " chunk " + ChunkIdHex(*f.chunk_id);
   std::string loc = LocationSuffix(f);
-  if (!loc.empty()) line += " " + loc;
+  if (!loc.empty()) line += " " + EscapeText(loc);
   if (f.affected && !f.affected->uses.empty()) {
     line += ": affects " + FormatAffectedUse(f.affected->uses.front());
     if (f.affected->total > 1) line += fmt::format(" (and {} more)", FormatCount(f.affected->total - 1));
@@ -45,10 +46,10 @@ std::string RollUp(const std::vector<const Finding*>& members) {
   for (const Finding* f : members) all_objects &= f->chunk_id.has_value();
   std::string unit = LocationUnit(LocationSuffix(first));
   std::string out = fmt::format("{}: {}{}: {}: {}", SeverityName(first.severity), StageName(first.stage),
-                                unit.empty() ? "" : " " + unit,
+                                unit.empty() ? "" : " " + EscapeText(unit),
                                 Plural(members.size(), all_objects ? "object" : "finding",
                                        all_objects ? "objects" : "findings"),
-                                first.message);
+                                EscapeText(first.message));
   if (first.reread != Reread::kNotReread) out += fmt::format(" (second read: {})", RereadName(first.reread));
   out += "\n";
   for (size_t i = 0; i < members.size() && i < kRollUpShown; ++i) out += MemberLine(*members[i]);
@@ -56,7 +57,7 @@ std::string RollUp(const std::vector<const Finding*>& members) {
     out += fmt::format("  and {} more (--json lists every one)\n", FormatCount(members.size() - kRollUpShown));
   }
   // The advice of the archive pass depends on the kind of finding only: once per group.
-  if (!first.advice.empty()) out += "  advice: " + first.advice + "\n";
+  if (!first.advice.empty()) out += "  advice: " + EscapeText(first.advice) + "\n";
   return out;
 }
 
@@ -64,7 +65,7 @@ std::string RollUp(const std::vector<const Finding*>& members) {
 
 std::string FormatAffectedUse(const AffectedUse& u) {
   // borg 2 master names an archive only in its archive object: without it, its id.
-  const std::string name = u.archive.empty() ? ChunkIdHex(u.archive_id) : u.archive;
+  const std::string name = u.archive.empty() ? ChunkIdHex(u.archive_id) : EscapeText(u.archive);
   if (u.use == "archive") {
     return fmt::format("archive {}: its archive object ({}): nothing of the archive can be read", name,
                        ChunkIdHex(u.archive_id));
@@ -75,10 +76,10 @@ std::string FormatAffectedUse(const AffectedUse& u) {
     return fmt::format("archive {}: {}{}: read up to item {}, the items in it are lost", name, what, where,
                        FormatCount(u.items_read.value_or(0)));
   }
-  std::string line = fmt::format("{}: {}", name, u.path.value_or(""));
+  std::string line = fmt::format("{}: {}", name, EscapeText(u.path.value_or("")));
   if (u.begin && u.end) line += fmt::format(" [bytes {}-{}]", *u.begin, *u.end);
   if (u.use == "chunks_healthy") line += " (chunks_healthy: already replaced by zeros by a borg check --repair)";
-  if (u.use == "hardlink" && u.via) line += " (hard link to " + *u.via + ")";
+  if (u.use == "hardlink" && u.via) line += " (hard link to " + EscapeText(*u.via) + ")";
   return line;
 }
 
@@ -95,7 +96,7 @@ std::string FormatAffectedLines(const Finding& f) {
                              : std::string("every one"));
     }
   }
-  if (!f.advice.empty()) out += "  advice: " + f.advice + "\n";
+  if (!f.advice.empty()) out += "  advice: " + EscapeText(f.advice) + "\n";
   return out;
 }
 
@@ -103,8 +104,8 @@ std::string FormatFindingLine(const Finding& f) {
   std::string line = fmt::format("{}: {}", SeverityName(f.severity), StageName(f.stage));
   if (f.chunk_id) line += " chunk " + ChunkIdHex(*f.chunk_id);
   std::string loc = LocationSuffix(f);
-  if (!loc.empty()) line += " " + loc;
-  line += ": " + f.message;
+  if (!loc.empty()) line += " " + EscapeText(loc);
+  line += ": " + EscapeText(f.message);
   if (f.reread != Reread::kNotReread) line += fmt::format(" (second read: {})", RereadName(f.reread));
   return line + "\n";
 }
@@ -135,16 +136,17 @@ std::string FormatSummaryLine(const RunSummary& s, int exit_code) {
   if (s.skipped) {
     return fmt::format("{}: skipped: a clean full verification completed {} (within --min-interval); nothing "
                        "checked\n",
-                       s.repository, s.coverage.full_verification_at > 0 ? FormatRfc3339(s.coverage.full_verification_at)
-                                                                         : std::string("earlier"));
+                       EscapeText(s.repository),
+                       s.coverage.full_verification_at > 0 ? FormatRfc3339(s.coverage.full_verification_at)
+                                                           : std::string("earlier"));
   }
   std::string archives;
   if (s.archives_checked && s.archives_total) {
     archives = fmt::format(", {} of {} archive{} checked", FormatCount(*s.archives_checked),
                            FormatCount(*s.archives_total), *s.archives_total == 1 ? "" : "s");
   }
-  return fmt::format("{}: {}: {} of {} objects {} ({}{}){}, {}, {}, {}{}\n", s.repository, VerdictName(s, exit_code),
-                     FormatCount(s.objects_verified), FormatCount(s.objects_total),
+  return fmt::format("{}: {}: {} of {} objects {} ({}{}){}, {}, {}, {}{}\n", EscapeText(s.repository),
+                     VerdictName(s, exit_code), FormatCount(s.objects_verified), FormatCount(s.objects_total),
                      s.verify_data ? "verified" : "CRC-checked", FormatBytes(s.stored_bytes),
                      s.verify_data ? "" : ", keyless", archives,
                      Plural(s.errors, "error", "errors") +
@@ -157,7 +159,7 @@ std::string FormatPartialSuffix(const RunSummary& s) {
   if (s.complete) return "";
   const std::string nouns = s.unit_noun + "s";
   std::vector<std::string> parts;
-  if (!s.subset_label.empty()) parts.push_back("slice " + s.subset_label);
+  if (!s.subset_label.empty()) parts.push_back("slice " + EscapeText(s.subset_label));
   if (s.sample_fraction > 0) parts.push_back(fmt::format("sample {:.4g}% (seed {})", s.sample_fraction * 100, s.sample_seed));
   if (s.stopped == "time-budget") parts.push_back("stopped by the time budget (" + FormatDuration(s.max_duration_s) + ")");
   if (s.stopped == "signal") parts.push_back("stopped by a signal");
@@ -195,12 +197,12 @@ std::string FormatCoverageLine(const RunSummary& s) {
   if (c.oldest_verified_at > 0 && s.finished_at > 0) {
     out += "; oldest " + s.unit_noun + " verified " + FormatAge(s.finished_at - c.oldest_verified_at) + " ago";
   }
-  return out + "; state " + c.state_file + "\n";
+  return out + "; state " + EscapeText(c.state_file) + "\n";
 }
 
 std::string FormatVerboseLines(const RunSummary& s) {
   std::string out;
-  for (const std::string& n : s.notes) out += "note: " + n + "\n";
+  for (const std::string& n : s.notes) out += "note: " + EscapeText(n) + "\n";
   // borg 2 master keeps objects in packs and has no transactions: `segments` counts packs.
   std::string where = s.format == "borgstore-v4"
                           ? fmt::format("{} packs ({})", FormatCount(s.segments), s.live_list_source)
@@ -208,10 +210,10 @@ std::string FormatVerboseLines(const RunSummary& s) {
                                         s.transaction, s.live_list_source);
   std::string rate = s.elapsed_s > 0 ? FormatBytes(uint64_t(double(s.bytes_read) / s.elapsed_s)) + "/s" : "-";
   out += fmt::format("details: {}{}, {}, {} plaintext, {} read at {}, {} threads", s.format,
-                     s.mode.empty() ? "" : " " + s.mode, where, FormatBytes(s.plaintext_bytes),
+                     s.mode.empty() ? "" : " " + EscapeText(s.mode), where, FormatBytes(s.plaintext_bytes),
                      FormatBytes(s.bytes_read), rate, s.threads);
   if (!s.version.empty()) out += ", borgcheck " + s.version;
-  if (!s.repository_id.empty()) out += ", repository id " + s.repository_id;
+  if (!s.repository_id.empty()) out += ", repository id " + EscapeText(s.repository_id);
   out += "\n";
   for (const RunSummary::Phase& p : s.phases) out += fmt::format("phase {}: {:.2f}s\n", p.name, p.seconds);
   return out;

@@ -7,6 +7,12 @@
 // there are at least kRollUpAt of them, then the first kRollUpShown locations (with chunk ids)
 // and a count of the rest. `--json` always lists every finding.
 //
+// Escaping: every string these lines take from the repository, the command line or the
+// environment (messages, advice, notes, locations, archive names, paths, the repository path,
+// the state file) is written through EscapeText (checker/base/text_escape.h) here, at print
+// time, and nowhere before: findings and the summary keep the raw bytes, which JSON prints
+// exactly. Our own words are printable ASCII and pass through unchanged.
+//
 // Thread contract: pure functions of their arguments; safe for concurrent use.
 #pragma once
 

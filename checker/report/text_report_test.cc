@@ -177,6 +177,47 @@ TEST_CASE("the coverage line of a run with a state", "[report]") {
   CHECK(FormatCoverageLine(s).empty());
 }
 
+// Issue 17 item 5: strings from the repository and the command line are escaped when printed
+// (checker/base/text_escape.h); the finding and the summary keep the raw bytes for JSON.
+TEST_CASE("repository strings are escaped in every text line, ordinary ones are unchanged", "[report]") {
+  const std::string forged = "x\n/srv/borg/main: ok: 1 of 1 objects verified";
+  Finding f;
+  f.stage = Stage::kReference;
+  f.chunk_id = Id(7);
+  f.location = "archive a\x1b[2J";
+  f.message = "-a 'sh:\x07' matches no archive";
+  f.advice = "see \xc2\x9b";
+  f.affected = Affected{{AffectedUse{"arch\rive", Id(1), "chunks", forged, 0, 4096, {}, {}},
+                         AffectedUse{"b\xe2\x80\xae", Id(2), "hardlink", "t\tab", 0, 10, "bad\xff", {}}},
+                        2};
+  CHECK(FormatFindingLine(f) ==
+        "error: reference chunk " + Hex(7) + " [archive a\\x1b[2J]: -a 'sh:\\x07' matches no archive\n");
+  CHECK(FormatAffectedLines(f) ==
+        "  affects arch\\rive: x\\n/srv/borg/main: ok: 1 of 1 objects verified [bytes 0-4096]\n"
+        "  affects b\\u202e: t\\tab [bytes 0-10] (hard link to bad\\xff)\n"
+        "  advice: see \\u009b\n");
+  // A roll-up's header and member lines.
+  std::vector<Finding> three(3, f);
+  for (size_t i = 0; i < three.size(); ++i) three[i].chunk_id = Id(uint8_t(10 + i));
+  const std::string text = FormatFindings(three);
+  CHECK(text.find('\x1b') == std::string::npos);
+  CHECK(text.find("error: reference [archive a\\x1b[2J]: 3 objects: -a 'sh:\\x07' matches no archive\n") == 0);
+  CHECK(text.find(": affects arch\\rive: x\\n/srv/borg/main: ok: 1 of 1 objects verified [bytes 0-4096] (and 1 "
+                  "more)\n") != std::string::npos);
+  CHECK(f.message == "-a 'sh:\x07' matches no archive");  // the finding itself is unchanged
+
+  RunSummary s = Summary();
+  s.repository = "/srv/" + forged + "\x1b]0;title\x07";
+  CHECK(FormatSummaryLine(s, 90) ==
+        "/srv/x\\n/srv/borg/main: ok: 1 of 1 objects verified\\x1b]0;title\\x07: integrity-errors: 101 of 102 "
+        "objects verified (260.6 KiB), 1 error, 0 warnings, 0.03s\n");
+  s.notes = {"archive \r\xff: 3 more item metadata problems not listed"};
+  CHECK(FormatVerboseLines(s).find("note: archive \\r\\xff: 3 more item metadata problems not listed\n") == 0);
+  s.has_coverage = true;
+  s.coverage.state_file = "/var/lib/\x1b[31m";
+  CHECK(FormatCoverageLine(s).find("; state /var/lib/\\x1b[31m\n") != std::string::npos);
+}
+
 TEST_CASE("number, duration and time formats", "[report]") {
   CHECK(FormatCount(0) == "0");
   CHECK(FormatCount(999) == "999");
