@@ -126,7 +126,7 @@ TEST_CASE("the summary line names the repository once and is short", "[report]")
   s.objects_verified = 1234567;
   s.elapsed_s = 3725;
   CHECK(FormatSummaryLine(s, 1) ==
-        "/srv/copy/mac-repokey: warnings: 1,234,567 of 102 objects CRC-checked (260.6 KiB, keyless), 0 errors, "
+        "/srv/copy/mac-repokey: warnings: 1,234,567 of 102 objects CRC-checked (260.6 KiB, keyless: contents and archives not verified), 0 errors, "
         "2 warnings, 1h02m05s\n");
 }
 
