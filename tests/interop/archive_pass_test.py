@@ -483,10 +483,12 @@ class Selection(ArchivePassCase):
                 self.assertEqual((rc, summary["archives_checked"]), (90, 1))
                 rc, findings, summary = self.borgcheck(g, ours, "--archives-only")
                 self.assertEqual((rc, summary["archives_checked"], len(findings)), (90, 5, 1))
-                rc, findings, summary = self.borgcheck(g, f"{ours}::nope")
-                self.assertEqual((rc, summary["archives_checked"]), (1, 0))
-                self.assertEqual([(f["severity"], f["stage"], f["message"]) for f in findings],
-                                 [("warning", "archive", "archive 'nope' not found: no archive was checked")])
+                # An archive named that does not exist stops the run (borg check only warns; issue 17).
+                rc, findings, error = self.borgcheck(g, f"{ours}::nope")
+                self.assertEqual((rc, findings, error["type"], error["code"], error["message"]),
+                                 (2, [], "error", "invalid-argument",
+                                  "archive 'nope' does not exist in the repository (5 archives): nothing was checked "
+                                  "(borg list shows the archive names)"))
                 # A keyless run cannot read the archives: a selection without --verify-data is refused.
                 p = subprocess.run([BORGCHECK, "--last", "1", ours], env=g.env, capture_output=True, text=True)
                 self.assertEqual(p.returncode, 2)
