@@ -64,6 +64,8 @@ struct StepMemo {
   std::vector<BadRefTotal> bad_totals;  // exact, sorted by chunk id
   std::vector<LocalProblem> problems;
   uint64_t problems_total = 0;
+  std::string first_path;  // the paths of the first and last items decoded (items > 0)
+  std::string last_path;
 };
 
 struct MemoKey {
@@ -88,6 +90,8 @@ class MemoSink : public ItemSink {
       : table_(table), options_(options), memo_(memo) {}
 
   void OnItem(const ItemRecord& item, const ItemPlace& place) override {
+    if (items_ == 0) memo_.first_path = AsString(item.path);
+    memo_.last_path = AsString(item.path);
     ++items_;
     memo_.references += item.chunks.size() + item.chunks_healthy.size();
     for (const ChunkRef& c : item.chunks) Check(c, RefList::kChunks, item);
@@ -452,6 +456,10 @@ void ArchiveWalker::Impl::WalkStream(ArchiveResult& r, const std::vector<StreamS
   uint32_t last_index = 0;
   ChunkId last_id{};
   auto add_problem = [&](StreamProblem p) { AddProblem(r, std::move(p)); };
+  // Where lost item metadata sits in the archive: the last item decoded before a chunk that
+  // could not be read, and (for the problems in `awaiting_after`) the first decoded after it.
+  std::string last_path;
+  std::vector<size_t> awaiting_after;
   for (const StreamSlot& slot : slots) {
     if (!slot.known) {  // design 6: a gap of unknown length
       carry = kCarryResync;
@@ -511,7 +519,16 @@ void ArchiveWalker::Impl::WalkStream(ArchiveResult& r, const std::vector<StreamS
       p.stage = lp.stage;
       p.reason = lp.reason;
       p.path = lp.path;
+      const bool lost = p.kind == StreamProblemKind::kChunkMissing || p.kind == StreamProblemKind::kChunkDamaged;
+      if (lost) p.path_before = last_path;
+      const size_t at = r.problems.size();
       add_problem(std::move(p));
+      if (lost && r.problems.size() > at) awaiting_after.push_back(at);
+    }
+    if (m->items > 0) {
+      for (size_t i : awaiting_after) r.problems[i].path_after = m->first_path;
+      awaiting_after.clear();
+      last_path = m->last_path;
     }
     if (m->problems_total > m->problems.size()) r.problems_total += m->problems_total - m->problems.size();
     for (const LocalBadRef& b : m->bad) {
@@ -622,11 +639,13 @@ ArchiveResult ArchiveWalker::Impl::Walk(uint32_t index, const ManifestArchive& a
     r.message = "Archive metadata block " + Hex(archive.id) + " does not decode: " + err;
     return r;
   }
+  // An archive whose TAM borg 1.2.5+ refuses is still walked: its items and data chunks carry
+  // their own MACs, so whether its files could be restored is known all the same (and it is
+  // often genuine: borg 1.2.4's rename, recreate and check --repair wrote such TAMs).
   if (std::optional<FetchProblem> tam = fetcher.VerifyArchive(archive.id, s.buf.view(), info)) {
     r.failure = ArchiveFailure::kTamFailed;
     r.stage = tam->stage;
     r.message = tam->message;
-    return r;
   }
   if (r.name.empty()) r.name = info.name;
   r.time = info.time;

@@ -140,6 +140,10 @@ struct StreamProblem {
   report::Stage stage = report::Stage::kMissing;  // k*Damaged: the fetcher's stage
   std::string reason;          // fetch message, msgpack/item reason, "size 5, chunks size 7"
   std::string path;            // kSizeMismatch: the item
+  // kChunkMissing, kChunkDamaged: the last item decoded before the chunk ("" when none was)
+  // and the first decoded after it ("" when none was): the lost items lie between them.
+  std::string path_before;
+  std::string path_after;
 };
 
 enum class ArchiveFailure : uint8_t {
@@ -147,7 +151,8 @@ enum class ArchiveFailure : uint8_t {
   kObjectMissing,      // "Archive metadata block <id> is missing!"
   kObjectDamaged,      // "Archive metadata block <id> is corrupted: <message>"
   kObjectUndecodable,  // not an archive object of this generation (message says why)
-  kTamFailed,          // ObjectFetcher::VerifyArchive's problem (borg 1.2.5+ / 1.4)
+  kTamFailed,          // ObjectFetcher::VerifyArchive's problem (borg 1.2.5+ / 1.4); the
+                       // archive is walked all the same
 };
 std::string_view ArchiveFailureName(ArchiveFailure f);
 

@@ -42,8 +42,9 @@ class ObjectFetcher {
 
   // Checks on a decoded archive object that need the key: the archive TAM, where the
   // repository requires it (borg 1.2.5+ and 1.4 with a keyed mode: "Archive TAM
-  // authentication issue for archive <name>: ..."). A problem stops the walk of that archive,
-  // as borg does not trust its contents. The default checks nothing (borg 1.2.4, 2.x).
+  // authentication issue for archive <name>: ..."). borg refuses such an archive; the walker
+  // reports the problem and walks it all the same (its chunks carry their own MACs). The
+  // default checks nothing (borg 1.2.4, 2.x).
   virtual std::optional<FetchProblem> VerifyArchive(const ChunkId& /*id*/, Bytes /*plaintext*/,
                                                     const ArchiveInfo& /*info*/) {
     return std::nullopt;

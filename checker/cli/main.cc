@@ -32,6 +32,7 @@
 #include "checker/report/metrics_file.h"
 #include "checker/report/output.h"
 #include "checker/report/progress_line.h"
+#include "checker/report/text_report.h"
 #include "checker/run/check_run.h"
 
 namespace {
@@ -47,7 +48,7 @@ constexpr const char* kDescription =
     "every archive is walked: each file's chunks must be in the repository and intact;\n"
     "a bad chunk is reported with the archives, files and byte ranges that use it.\n"
     "The repository is opened read-only; nothing is written into it.\n\n"
-    "Output: findings and one summary line on stdout (-q: findings only; -v: also notes,\n"
+    "Output: findings and one summary line on stdout (-q: nothing for a clean run; -v: also notes,\n"
     "details and phase timings); errors and progress on stderr.\n\n"
     "Exit codes: 0 verified, nothing found; 1 warnings only (data intact); 90 integrity\n"
     "errors; 2 could not run or finish; 13 repository does not exist; 15 not a valid or\n"
@@ -114,7 +115,7 @@ int main(int argc, char** argv) {
   CLI::Option* interval = app.add_option("--progress-interval", raw.progress_interval,
                  "seconds between plain progress lines off a terminal (default: "
                  "$BORGCHECK_PROGRESS_INTERVAL, else 60)");
-  CLI::Option* quiet = app.add_flag("-q,--quiet", raw.quiet, "print findings and errors only");
+  CLI::Option* quiet = app.add_flag("-q,--quiet", raw.quiet, "print nothing for a clean run; else findings, errors and the summary line");
   app.add_flag("-v,--verbose,--info", raw.verbose, "also print notes, details and phase timings")->excludes(quiet);
   app.add_flag("--show-rc", raw.show_rc, "print the exit code on stderr at the end, as borg does");
   app.add_flag("--bypass-lock", raw.bypass_lock, "check even while borg's exclusive lock is held");
@@ -324,6 +325,10 @@ int main(int argc, char** argv) {
     m.exit_code = rc;
     m.success = rc == report::kExitOk || rc == report::kExitWarnings;
     m.state_last_success = outcome.state_last_success_at;
+    // A run of some archives only (REPO::ARCHIVE, -a, --first, --last, --archives-only) is no
+    // verification of the repository: it leaves the last-success time to the full runs.
+    m.archive_selection = !opts.check.archive.empty() || !opts.check.match_archives.empty() || opts.check.first ||
+                          opts.check.last || opts.check.archives_only;
     bool finished = outcome.status.ok() && !outcome.stop_signal && !outcome.summary.skipped;
     m.summary = finished ? &outcome.summary : nullptr;
     // Partial runs and runs with a state file add their coverage (a plain full run's file is
@@ -331,9 +336,21 @@ int main(int argc, char** argv) {
     const report::RunSummary& s = outcome.summary;
     if ((finished || s.skipped) && (!s.complete || !s.coverage.state_file.empty())) m.extra = report::CoverageMetrics(s);
     if (Status s = report::WriteMetricsFile(opts.metrics_file, m); !s.ok()) {
-      err.Write("borgcheck: " + EscapeText(s.message()) + "\n");
       // Verified but unrecorded: the staleness alert would fire later for no visible reason.
-      if (m.success) rc = report::kExitCouldNotRun;
+      // The mail of such a night says both: what the check found (-q left out the line of a
+      // clean run), and that only the record failed.
+      if (m.success) {
+        if (!opts.check.json && opts.verbosity == report::Verbosity::kQuiet && rc == report::kExitOk) {
+          out.Write(report::FormatSummaryLine(outcome.summary, rc));
+          out.Flush();
+        }
+        err.Write(fmt::format("borgcheck: {}; the check itself ended with exit {} ({}), exit 2 because the "
+                              "run is not recorded\n",
+                              EscapeText(s.message()), rc, report::VerdictName(outcome.summary, rc)));
+        rc = report::kExitCouldNotRun;
+      } else {
+        err.Write("borgcheck: " + EscapeText(s.message()) + "\n");
+      }
     }
   }
   if (opts.show_rc && !opts.check.json) err.Write(ShowRcLine(rc));

@@ -102,19 +102,21 @@ ArchivePass::ArchivePass(const CheckOptions& options, unsigned threads) : opts_(
 ArchivePass::~ArchivePass() = default;
 
 void ArchivePass::Start(ObjectSource& source, report::FindingSink& sink, std::vector<std::string>& notes) {
+  auto not_checked = [&](std::string why, std::string_view more = {}) {
+    notes.push_back("archives not checked: " + why + std::string(more));
+    not_checked_ = std::move(why);
+  };
   if (!opts_.verify_data) {
-    if (source.HasArchives()) {
-      notes.push_back("archives not checked: keyless run (--verify-data reads the key and checks them)");
-    }
+    if (source.HasArchives()) not_checked("keyless run", " (--verify-data reads the key and checks them)");
     return;
   }
   if (opts_.repository_only) {
-    if (source.HasArchives()) notes.push_back("archives not checked: --repository-only");
+    if (source.HasArchives()) not_checked("--repository-only");
     return;
   }
   source_ = source.MakeArchiveSource();
   if (!source_) {
-    if (source.HasArchives()) notes.push_back("archives not checked: the key's mode is not known");
+    if (source.HasArchives()) not_checked("the key's mode is not known");
     return;
   }
   Result<ArchiveList> list = source_->ListArchives();
@@ -127,7 +129,15 @@ void ArchivePass::Start(ObjectSource& source, report::FindingSink& sink, std::ve
                            "the manifest does not decode (" + list.status().message() +
                                "): no archive can be listed or checked"));
     }
-    notes.push_back("archives not checked: " + list.status().message());
+    if (list.status().code() == StatusCode::kNotFound || list.status().code() == StatusCode::kIoError) {
+      // The manifest's own finding (missing, or what failed) is what the user sees first.
+      manifest_lost_ = true;
+      notes.push_back("archives not checked: " + list.status().message());
+      not_checked_ = list.status().code() == StatusCode::kNotFound ? "the manifest (the list of archives) is missing"
+                                                                    : "the manifest (the list of archives) is damaged";
+    } else {
+      not_checked(list.status().message());
+    }
     source_.reset();
     return;
   }
@@ -142,6 +152,13 @@ void ArchivePass::Start(ObjectSource& source, report::FindingSink& sink, std::ve
   sel.name = opts_.archive;
   archive::SelectedArchives chosen = archive::SelectArchives(list_.archives, sel, source_->generation());
   selected_ = std::move(chosen.chosen);
+  if (!sel.name.empty() && selected_.empty()) {
+    selection_status_ = Status(StatusCode::kInvalidArgument,
+                               fmt::format("archive '{}' does not exist in the repository ({}): nothing was checked "
+                                           "(borg list shows the archive names)",
+                                           sel.name, Count(list_.archives.size(), "archive", "archives")));
+    chosen.warnings.clear();
+  }
   for (const std::string& w : chosen.warnings) {
     sink.Add(MakeFinding(Severity::kWarning, Stage::kArchive, Location::None(), nullptr, w));
   }
@@ -153,6 +170,22 @@ void ArchivePass::Start(ObjectSource& source, report::FindingSink& sink, std::ve
 void ArchivePass::MakeTable() {
   table_ = std::make_unique<Table>(*source_);
   manifest_index_ = source_->Find(ChunkId{});
+}
+
+// The manifest is the repository's list of archives: without it nothing of any archive can be
+// found, by borg (list, extract, mount stop at it) or here. borg check --repair (1.x, 2.0.0b5,
+// master) rebuilds it from the archive objects it finds ("Rebuilding missing manifest").
+void ArchivePass::DescribeManifestFindings(std::vector<Finding>& findings) const {
+  const ChunkId zero{};
+  for (Finding& f : findings) {
+    if (f.severity != Severity::kError || !f.chunk_id || *f.chunk_id != zero || !IsObjectStage(f.stage)) continue;
+    f.advice = f.stage == Stage::kIo
+                   ? "the manifest (the list of archives) could not be read: no archive was checked; read it again "
+                     "once the storage is fixed"
+                   : "this is the manifest, the list of archives: no archive could be checked, and borg can list, "
+                     "extract or mount no archive until it is rebuilt; borg check --repair rebuilds it from the "
+                     "archive objects in the repository (they are intact unless a finding names them)";
+  }
 }
 
 // Master lists archive ids only; names and times are in the archive objects.
@@ -200,6 +233,7 @@ void ArchivePass::Walk() {
 
 Status ArchivePass::WalkFirst(ObjectFilter& filter, Plan& plan) {
   if (!restricts_) return Status::Ok();
+  if (!selection_status_.ok()) return selection_status_;
   std::vector<ChunkId> wanted;
   try {
     if (active_) {
@@ -266,6 +300,8 @@ std::string ChunkNo(const StreamProblem& p) { return fmt::format("{:06d} (of {})
 
 void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum) {
   if (restricts_) sum.objects_total = WantedObjects();
+  sum.archives_not_checked = not_checked_;
+  if (manifest_lost_) DescribeManifestFindings(findings);
   if (!active_) return;
   const Generation gen = source_->generation();
   // What the object pass found beyond the plan (borgstore's unindexed blobs): a new table, and
@@ -341,9 +377,18 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
                         "the archive object does not decode (" + why + "): nothing of the archive can be read");
         break;
       }
-      case ArchiveFailure::kTamFailed:
-        archive_finding(r, Severity::kError, r.stage, r.id, r.message + ": its items were not checked");
+      case ArchiveFailure::kTamFailed: {
+        // The severity is borg's: borg check reports it as an error and --repair deletes the
+        // archive, because nothing tells a genuine archive from a forged one but its owner.
+        Finding& f = archive_finding(r, Severity::kError, r.stage, r.id,
+                                     r.message + "; its items and data were checked all the same (each chunk "
+                                                 "carries its own MAC; any damage has its own finding)");
+        f.affected.reset();  // the archive can be read: its location names it
+        f.advice = "if the archive is genuine (its name, time and files are what you backed up), borg upgrade "
+                   "--archives-tam REPO (borg 1.2.6+) gives it a valid TAM; do not run borg check --repair "
+                   "before: it deletes archives without a valid TAM";
         break;
+      }
     }
     for (const StreamProblem& p : r.problems) {
       switch (p.kind) {
@@ -355,7 +400,11 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
           ChunkUses& c = use_of(p.chunk, table_->StateOf(p.chunk));
           if (c.meta_use.empty()) c.meta_use = ptrs ? "item_ptrs" : "items";
           AffectedUse u = UseOf(r, ptrs ? "item_ptrs" : "items");
-          if (!ptrs) u.begin = p.stream_offset;
+          if (!ptrs) {
+            u.begin = p.stream_offset;
+            if (!p.path_before.empty()) u.path_before = p.path_before;
+            if (!p.path_after.empty()) u.path_after = p.path_after;
+          }
           u.items_read = p.items_before;
           const bool damaged = p.kind == StreamProblemKind::kChunkDamaged || p.kind == StreamProblemKind::kItemPtrsDamaged;
           if (damaged && table_->StateOf(p.chunk) == RefState::kPresent) {
@@ -441,6 +490,10 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
                    : "borg check --verify-data --repair deletes the damaged chunk and replaces it in these files by "
                      "an all-zero chunk of the same size, keeping the original reference (chunks_healthy); if a later "
                      "borg create stores the same data again, another borg check --repair puts it back";
+    } else if (c.meta_use == "items") {
+      advice = "borg check --repair keeps the archive without the items of this chunk (borg list and borg extract "
+               "then skip them, and every other item of the archive restores); take the lost files from another "
+               "archive that has them";
     } else if (c.meta_use == "archive") {
       advice = gen == Generation::kBorg2Master ? "borg check --repair deletes this archive (soft-deletes its archives/ entry)"
                                                : "borg check --repair removes this archive from the manifest";
@@ -505,7 +558,7 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
         // read in full they may be that archive's data, and deleting them is no advice then.
         bool incomplete = false;
         for (const ArchiveResult& r : results_) {
-          incomplete = incomplete || r.failure != ArchiveFailure::kNone;
+          incomplete = incomplete || (r.failure != ArchiveFailure::kNone && r.failure != ArchiveFailure::kTamFailed);
           for (const StreamProblem& p : r.problems) incomplete = incomplete || p.kind != StreamProblemKind::kSizeMismatch;
         }
         added.push_back(MakeFinding(

@@ -67,7 +67,9 @@ class ArchivePass {
   // Whether the object pass verifies only what the selected archives reference.
   bool restricts_objects() const { return restricts_; }
   // 2. When restricts_objects(): walk, then want only the referenced ids in `filter` and set
-  // `plan.objects_total` to their number. kInternal if the walk threw (out of memory).
+  // `plan.objects_total` to their number. kInternal if the walk threw (out of memory);
+  // kInvalidArgument (exit 2) when REPO::ARCHIVE names an archive the manifest does not list:
+  // borg check only warns (exit 1), which a nightly job takes for success.
   Status WalkFirst(ObjectFilter& filter, Plan& plan);
 
   // 3. Findings sorted by report::FindingLess in and out; the summary's archive facts (and,
@@ -78,6 +80,7 @@ class ArchivePass {
   class Table;
   void Walk();
   void ReadMasterNames();
+  void DescribeManifestFindings(std::vector<report::Finding>& findings) const;
   void MakeTable();
   uint64_t WantedObjects() const;  // marked, plus the manifest where the table has it
 
@@ -86,6 +89,9 @@ class ArchivePass {
   bool active_ = false;
   bool restricts_ = false;
   bool all_archives_ = false;  // no selection: orphans may be counted
+  Status selection_status_;    // not ok: the named archive does not exist (WalkFirst says so)
+  std::string not_checked_;    // why the archives were not checked (RunSummary::archives_not_checked)
+  bool manifest_lost_ = false; // the manifest is missing or did not verify: its finding says what that means
   std::unique_ptr<ArchiveSource> source_;
   ArchiveList list_;
   std::vector<size_t> selected_;  // indices into list_.archives, in check order

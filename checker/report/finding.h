@@ -94,6 +94,10 @@ struct AffectedUse {
   std::optional<uint64_t> end;         // stream offset the chunk starts at (end unknown: null)
   std::optional<std::string> via;      // "hardlink": the master's path
   std::optional<uint64_t> items_read;  // metadata uses: items of the archive decoded before it
+  // "items": the path of the last item decoded before the lost chunk and of the first decoded
+  // after it (null: none was, e.g. the loss is at the start or the end of the archive).
+  std::optional<std::string> path_before;
+  std::optional<std::string> path_after;
 };
 
 // Every use of one chunk by the walked archives: the first kMaxAffectedUses of them, in archive

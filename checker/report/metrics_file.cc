@@ -137,12 +137,13 @@ std::vector<ExtraMetric> CoverageMetrics(const RunSummary& s) {
   return m;
 }
 
-std::string FormatMetrics(const MetricsRun& run, std::optional<double> last_success) {
+std::string FormatMetrics(const MetricsRun& run, std::optional<double> last_success,
+                          std::optional<double> last_selection_success) {
   Writer w(run);
   w.Gauge("borgcheck_last_run_timestamp_seconds", "Unix time when the last borgcheck run ended.", run.finished_at);
   w.Gauge("borgcheck_last_success_timestamp_seconds",
           "Unix time when a borgcheck run last verified the repository (exit 0 or 1); 0 if none did.",
-          run.success ? run.finished_at : last_success.value_or(0));
+          run.success && !run.archive_selection ? run.finished_at : last_success.value_or(0));
   w.Gauge("borgcheck_success", "1 if the last run verified the repository (exit 0 or 1), else 0.",
           run.success ? 1 : 0);
   w.Gauge("borgcheck_exit_code", "Exit code of the last run (docs/exit-codes.md).", run.exit_code);
@@ -163,6 +164,12 @@ std::string FormatMetrics(const MetricsRun& run, std::optional<double> last_succ
       w.Sample("borgcheck_findings", {{"stage", std::string(StageName(Stage(i)))}}, double(s->findings_by_stage[i]));
     }
   }
+  if (run.archive_selection) {
+    w.Gauge(std::string(kSelectionSuccess),
+            "Unix time when a run of some archives only (REPO::ARCHIVE, -a, --first, --last, --archives-only) last "
+            "verified them; 0 if none did.",
+            run.success ? run.finished_at : last_selection_success.value_or(0));
+  }
   for (const ExtraMetric& m : run.extra) {
     w.Header(m.name, m.help);
     w.Sample(m.name, m.labels, m.value);
@@ -170,13 +177,13 @@ std::string FormatMetrics(const MetricsRun& run, std::optional<double> last_succ
   return w.Take();
 }
 
-std::optional<double> LastSuccessIn(const std::string& text, const std::string& repository) {
-  static const std::string kName = "borgcheck_last_success_timestamp_seconds{";
+std::optional<double> LastSuccessIn(const std::string& text, const std::string& repository, std::string_view metric) {
+  const std::string prefix = std::string(metric) + "{";
   for (size_t line = 0; line < text.size();) {
     size_t end = text.find('\n', line);
     if (end == std::string::npos) end = text.size();
-    if (text.compare(line, kName.size(), kName) == 0) {
-      size_t i = line + kName.size() - 1;
+    if (text.compare(line, prefix.size(), prefix) == 0) {
+      size_t i = line + prefix.size() - 1;
       std::optional<std::string> repo = LabelValue(text, i, "repo");
       if (repo && *repo == repository && i < end) {
         std::string value = text.substr(i, end - i);
@@ -192,14 +199,18 @@ std::optional<double> LastSuccessIn(const std::string& text, const std::string& 
 
 Status WriteMetricsFile(const std::string& path, const MetricsRun& run) {
   std::optional<double> previous;
-  if (!run.success) {
+  std::optional<double> previous_selection;
+  if (!run.success || run.archive_selection) {
     Result<std::string> old = ReadPrevious(path);
-    if (old.ok()) previous = LastSuccessIn(*old, run.repository);
+    if (old.ok()) {
+      previous = LastSuccessIn(*old, run.repository);
+      previous_selection = LastSuccessIn(*old, run.repository, kSelectionSuccess);
+    }
     if (run.state_last_success && (!previous || *previous < *run.state_last_success)) {
       previous = run.state_last_success;
     }
   }
-  std::string text = FormatMetrics(run, previous);
+  std::string text = FormatMetrics(run, previous, previous_selection);
 
   size_t slash = path.rfind('/');
   std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
@@ -213,6 +224,14 @@ Status WriteMetricsFile(const std::string& path, const MetricsRun& run) {
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) {
     int e = errno;
+    struct stat st {};
+    if (e == ENOENT && ::stat(dir.c_str(), &st) != 0) {
+      // The recipes' folder (node_exporter's textfile folder) is made by its package, not by
+      // borgcheck: say which folder is missing rather than which temporary file.
+      return Status(StatusCode::kIoError, "cannot write the metrics file " + path + ": its folder " + dir +
+                                              " does not exist (create it, or install node_exporter's textfile "
+                                              "collector; docs/nightly.md)");
+    }
     return Status(StatusCode::kIoError, "cannot write the metrics file " + path + " (creating " + tmp + "): " +
                                             std::strerror(e));
   }

@@ -12,7 +12,9 @@
 //   borgcheck_last_success_timestamp_seconds  when a run last verified the repository (exit 0
 //                                             or 1); carried forward from the previous file
 //                                             (same repo label) when this run did not; 0 when
-//                                             no run ever did
+//                                             no run ever did; a run of some archives
+//                                             only (MetricsRun::archive_selection) carries
+//                                             it forward too
 //   borgcheck_success                         1 when this run verified the repository, else 0
 //   borgcheck_exit_code                       this run's exit code
 //   borgcheck_duration_seconds                wall-clock time of this run
@@ -24,6 +26,9 @@
 //   borgcheck_read_bytes                      bytes read
 //   borgcheck_errors, borgcheck_warnings      findings by severity
 //   borgcheck_findings{stage=...}             findings per stage, every stage (zeros included)
+// and, only for a run of some archives (MetricsRun::archive_selection):
+//   borgcheck_archive_selection_success_timestamp_seconds  when such a run last verified what
+//                                             it selected (carried forward like the above)
 // Extension point: MetricsRun::extra carries metrics from other passes in the same format;
 // they are written after the ones above. CoverageMetrics makes those of partial runs (written
 // by main for partial runs and runs with a state file; the coverage_* and *_timestamp ones only
@@ -44,6 +49,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -72,6 +78,10 @@ struct MetricsRun {
   // The state file's last success (partial runs): carried forward when the previous metrics
   // file has no borgcheck_last_success_timestamp_seconds for this repository (the later wins).
   std::optional<double> state_last_success;
+  // The run checked a selection of archives (REPO::ARCHIVE, -a, --first, --last,
+  // --archives-only): borgcheck_last_success_timestamp_seconds is carried forward as for a run
+  // that failed, and borgcheck_archive_selection_success_timestamp_seconds says when it ran.
+  bool archive_selection = false;
 };
 
 // The partial-run metrics above, from a summary with has_coverage.
@@ -79,11 +89,17 @@ std::vector<ExtraMetric> CoverageMetrics(const RunSummary& s);
 
 // The file's text. `last_success` is the carried-forward timestamp for a run that did not
 // succeed (ignored when it did).
-std::string FormatMetrics(const MetricsRun& run, std::optional<double> last_success);
+// `last_selection_success` is the same for borgcheck_archive_selection_success_timestamp_seconds.
+std::string FormatMetrics(const MetricsRun& run, std::optional<double> last_success,
+                          std::optional<double> last_selection_success = std::nullopt);
 
-// The value of borgcheck_last_success_timestamp_seconds for `repository` in a previous
-// file's text, if it has one.
-std::optional<double> LastSuccessIn(const std::string& text, const std::string& repository);
+inline constexpr std::string_view kLastSuccess = "borgcheck_last_success_timestamp_seconds";
+inline constexpr std::string_view kSelectionSuccess = "borgcheck_archive_selection_success_timestamp_seconds";
+
+// The value of `metric` (borgcheck_last_success_timestamp_seconds unless named) for
+// `repository` in a previous file's text, if it has one.
+std::optional<double> LastSuccessIn(const std::string& text, const std::string& repository,
+                                    std::string_view metric = kLastSuccess);
 
 // Reads PATH (if it exists) for the carried-forward timestamp, then replaces it atomically.
 // kIoError naming PATH when the folder cannot be written.

@@ -24,7 +24,9 @@ class TextReporter final : public Reporter {
   }
 
   void PrintSummary(const RunSummary& s, int exit_code) override {
-    if (options_.verbosity == Verbosity::kQuiet) return;
+    // -q leaves out the line of a clean run only: whatever else a cron mail carries (findings,
+    // warnings, could not check) comes with the verdict and what was verified.
+    if (options_.verbosity == Verbosity::kQuiet && exit_code == kExitOk) return;
     if (options_.verbosity == Verbosity::kVerbose) out_.Write(FormatVerboseLines(s));
     out_.Write(FormatSummaryLine(s, exit_code));
     out_.Write(FormatCoverageLine(s));
@@ -93,7 +95,9 @@ class JsonReporter final : public Reporter {
                       {"begin", Optional(u.begin)},
                       {"end", Optional(u.end)},
                       {"via", Optional(u.via)},
-                      {"items_read", Optional(u.items_read)}});
+                      {"items_read", Optional(u.items_read)},
+                      {"path_before", Optional(u.path_before)},
+                      {"path_after", Optional(u.path_after)}});
     }
     return uses;
   }
@@ -167,6 +171,7 @@ class JsonReporter final : public Reporter {
           {"notes", s.notes},
           {"archives_total", Optional(s.archives_total)},
           {"archives_checked", Optional(s.archives_checked)},
+          {"archives_not_checked", OptionalText(s.archives_not_checked)},
           {"version", OptionalText(s.version)},
           {"started_at", OptionalTime(s.started_at)},
           {"finished_at", OptionalTime(s.finished_at)},

@@ -54,7 +54,7 @@ class Reporter {
 };
 
 enum class Verbosity {
-  kQuiet,    // -q: findings and errors only
+  kQuiet,    // -q: nothing for a clean run (exit 0); else as kNormal
   kNormal,   // findings and one summary line
   kVerbose,  // -v/--info: also notes, a details line and phase timings
 };

@@ -65,6 +65,10 @@ struct RunSummary {
   // (the selection); absent when it did not run (keyless, --repository-only, no manifest).
   std::optional<uint64_t> archives_total;
   std::optional<uint64_t> archives_checked;
+  // Why the archives were not checked although the repository has some ("keyless run",
+  // "--repository-only", "the manifest (the list of archives) is damaged", ...); "" when they
+  // were checked or there are none.
+  std::string archives_not_checked;
 
   // Filled by the run layer (empty/none until it does):
   std::string repository_id;       // 64 lowercase hex digits of the repository id; "" unknown

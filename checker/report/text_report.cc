@@ -61,6 +61,19 @@ std::string RollUp(const std::vector<const Finding*>& members) {
   return out;
 }
 
+// Where the items of a lost item metadata chunk lay: between the last item read before it and
+// the first read after it (the archive's order: borg's traversal order).
+std::string LostItemsPlace(const AffectedUse& u) {
+  if (u.path_before && u.path_after) {
+    return fmt::format(" (lost between {} and {})", EscapeText(*u.path_before), EscapeText(*u.path_after));
+  }
+  if (u.path_before) return fmt::format(" (lost after {}; no item after it could be read)", EscapeText(*u.path_before));
+  if (u.path_after) {
+    return fmt::format(" (lost before {}, the first item that could be read)", EscapeText(*u.path_after));
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string FormatAffectedUse(const AffectedUse& u) {
@@ -74,7 +87,8 @@ std::string FormatAffectedUse(const AffectedUse& u) {
     std::string what = u.use == "items" ? "an item metadata chunk" : "an item_ptrs chunk";
     std::string where = u.begin ? fmt::format(" at item stream byte {}", FormatCount(*u.begin)) : "";
     return fmt::format("archive {}: {}{}: read up to item {}, the items in it are lost", name, what, where,
-                       FormatCount(u.items_read.value_or(0)));
+                       FormatCount(u.items_read.value_or(0))) +
+           LostItemsPlace(u);
   }
   std::string line = fmt::format("{}: {}", name, EscapeText(u.path.value_or("")));
   if (u.begin && u.end) line += fmt::format(" [bytes {}-{}]", *u.begin, *u.end);
@@ -144,11 +158,14 @@ std::string FormatSummaryLine(const RunSummary& s, int exit_code) {
   if (s.archives_checked && s.archives_total) {
     archives = fmt::format(", {} of {} archive{} checked", FormatCount(*s.archives_checked),
                            FormatCount(*s.archives_total), *s.archives_total == 1 ? "" : "s");
+  } else if (!s.archives_not_checked.empty() && s.verify_data) {
+    // (A keyless line says so in its parentheses already.)
+    archives = ", archives not checked (" + EscapeText(s.archives_not_checked) + ")";
   }
   return fmt::format("{}: {}: {} of {} objects {} ({}{}){}, {}, {}, {}{}\n", EscapeText(s.repository),
                      VerdictName(s, exit_code), FormatCount(s.objects_verified), FormatCount(s.objects_total),
                      s.verify_data ? "verified" : "CRC-checked", FormatBytes(s.stored_bytes),
-                     s.verify_data ? "" : ", keyless", archives,
+                     s.verify_data ? "" : ", keyless: contents and archives not verified", archives,
                      Plural(s.errors, "error", "errors") +
                          (s.io_errors ? fmt::format(" ({} could not be read)", FormatCount(s.io_errors)) : ""),
                      Plural(s.warnings, "warning", "warnings"),

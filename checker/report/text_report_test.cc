@@ -126,8 +126,36 @@ TEST_CASE("the summary line names the repository once and is short", "[report]")
   s.objects_verified = 1234567;
   s.elapsed_s = 3725;
   CHECK(FormatSummaryLine(s, 1) ==
-        "/srv/copy/mac-repokey: warnings: 1,234,567 of 102 objects CRC-checked (260.6 KiB, keyless), 0 errors, "
+        "/srv/copy/mac-repokey: warnings: 1,234,567 of 102 objects CRC-checked (260.6 KiB, keyless: contents and archives not verified), 0 errors, "
         "2 warnings, 1h02m05s\n");
+  // Archives that were not checked say so in the line, in place of the count (issue 17).
+  s = Summary();
+  s.archives_not_checked = "the manifest (the list of archives) is damaged";
+  CHECK(FormatSummaryLine(s, 90) ==
+        "/srv/copy/mac-repokey: integrity-errors: 101 of 102 objects verified (260.6 KiB), archives not checked (the "
+        "manifest (the list of archives) is damaged), 1 error, 0 warnings, 0.03s\n");
+}
+
+TEST_CASE("a lost item metadata chunk names the paths around it", "[report]") {
+  AffectedUse u;
+  u.archive = "a1";
+  u.use = "items";
+  u.begin = 524288;
+  u.items_read = 175;
+  CHECK(FormatAffectedUse(u) ==
+        "archive a1: an item metadata chunk at item stream byte 524,288: read up to item 175, the items in it are lost");
+  u.path_before = "src/b/f17";
+  CHECK(FormatAffectedUse(u) ==
+        "archive a1: an item metadata chunk at item stream byte 524,288: read up to item 175, the items in it are lost "
+        "(lost after src/b/f17; no item after it could be read)");
+  u.path_after = "src/c/f03";
+  CHECK(FormatAffectedUse(u) ==
+        "archive a1: an item metadata chunk at item stream byte 524,288: read up to item 175, the items in it are lost "
+        "(lost between src/b/f17 and src/c/f03)");
+  u.path_before.reset();
+  CHECK(FormatAffectedUse(u) ==
+        "archive a1: an item metadata chunk at item stream byte 524,288: read up to item 175, the items in it are lost "
+        "(lost before src/c/f03, the first item that could be read)");
 }
 
 TEST_CASE("verbose (-v) lines: notes, details, phases", "[report]") {

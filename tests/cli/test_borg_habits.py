@@ -27,7 +27,7 @@ class Repository(CliTestCase):
     def setUp(self):
         super().setUp()
         self.repo = self.copy_fixture("v1.2.4/repos/repokey")
-        self.clean = self.repo + ": ok: 102 of 102 objects CRC-checked (264.7 KiB, keyless), 0 errors, 0 warnings, <T>\n"
+        self.clean = self.repo + ": ok: 102 of 102 objects CRC-checked (264.7 KiB, keyless: contents and archives not verified), 0 errors, 0 warnings, <T>\n"
 
     def test_dash_r_and_repo_name_the_repository(self):
         for args in (["-r", self.repo], ["--repo", self.repo], ["--repo=" + self.repo]):
@@ -51,10 +51,13 @@ class Repository(CliTestCase):
         # (the rest of the line says what a partial run left out: docs/nightly.md)
         self.assertTrue(r.stdout.startswith(self.repo + ": ok: 16 of 16 objects verified (22.8 KiB), 1 of 7 archives "
                                             "checked, 0 errors, 0 warnings, "), r.stdout)
+        # An archive named that does not exist stops the run: borg check only warns (exit 1),
+        # which a nightly job takes for success (issue 17).
         r = self.run_borgcheck(["--verify-data", self.repo + "::host-2024-01-01"], VERIFY)
-        self.assert_rc(r, cs.EXIT_WARNINGS)
-        self.assertEqual(r.stdout.splitlines()[0],
-                         "warning: archive: archive 'host-2024-01-01' not found: no archive was checked")
+        self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
+        self.assertEqual((r.stdout, r.stderr),
+                         ("", "borgcheck: archive 'host-2024-01-01' does not exist in the repository (7 archives): "
+                              "nothing was checked (borg list shows the archive names)\n"))
         # A relative REPO::ARCHIVE is not taken for a remote host:path.
         r = self.run_borgcheck(["repo::arch"])
         self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, NEEDS_VERIFY_DATA)
@@ -222,7 +225,8 @@ class ArchiveSelection(CliTestCase):
         r = self.run_borgcheck(["--repository-only", "--verify-data", repo], VERIFY)
         self.assert_rc(r, cs.EXIT_INTEGRITY_ERRORS)
         self.assertEqual(mask_times(r.stdout), finding + repo + ": integrity-errors: 101 of 102 objects verified "
-                                               "(260.6 KiB), 1 error, 0 warnings, <T>\n")
+                                               "(260.6 KiB), archives not checked (--repository-only), 1 error, "
+                                               "0 warnings, <T>\n")
         r = self.run_borgcheck(["-v", "--repository-only", "--verify-data", repo], VERIFY)
         self.assertIn("note: archives not checked: --repository-only\n", r.stdout)
 

@@ -84,8 +84,11 @@ class Installed(CliTestCase):
             service = f.read()
         self.assertIn("ExecStart=%s $BORGCHECK_OPTIONS --metrics-file ${BORGCHECK_METRICS} %%f\n"
                       % self.path("bin", "borgcheck"), service)
+        # StateDirectory=: the home folders are read-only (ProtectHome=), so the partial-run
+        # options the unit's comment names need $STATE_DIRECTORY for their state (issue 17).
         for key in ("Type=oneshot", "Nice=19", "IOSchedulingClass=idle", "SuccessExitStatus=1",
-                    "LoadCredential=borg-passphrase:/etc/borgcheck/%i.passphrase"):
+                    "LoadCredential=borg-passphrase:/etc/borgcheck/%i.passphrase", "ProtectHome=read-only",
+                    "StateDirectory=borgcheck"):
             self.assertIn("\n" + key + "\n", service)
         with open(units[1]) as f:
             timer = f.read()

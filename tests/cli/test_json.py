@@ -13,12 +13,13 @@ from cli_support import CliTestCase  # noqa: E402
 
 FINDING_KEYS = {"type", "severity", "stage", "chunk_id", "segment", "offset", "location", "message", "reread",
                 "affected", "affected_total", "advice"}
-AFFECTED_KEYS = {"archive", "archive_id", "use", "path", "begin", "end", "via", "items_read"}
+AFFECTED_KEYS = {"archive", "archive_id", "use", "path", "begin", "end", "via", "items_read", "path_before",
+                 "path_after"}
 SUMMARY_KEYS = {"type", "repository", "format", "mode", "verify_data", "transaction", "live_list_source",
                 "segments", "objects_total", "objects_verified", "stored_bytes", "plaintext_bytes",
                 "bytes_read", "errors", "io_errors", "warnings", "findings_by_stage", "elapsed_s",
                 "throughput_bytes_per_s", "threads", "notes", "verdict", "exit_code", "version", "started_at",
-                "finished_at", "repository_id", "archives_total", "archives_checked",
+                "finished_at", "repository_id", "archives_total", "archives_checked", "archives_not_checked",
                 # partial runs (docs/nightly.md)
                 "complete", "stopped", "subset", "sample_fraction", "sample_seed", "bytes_total", "bytes_skipped",
                 "units_total", "units_not_due", "coverage"}
@@ -138,6 +139,8 @@ class JsonTestCase(CliTestCase):
                     self.assertIsNone(u["path"], u)
                     self.assertIsInstance(u["items_read"], int, u)
                 self.assertEqual(u["via"] is not None, u["use"] == "hardlink", u)
+                if u["use"] != "items":
+                    self.assertEqual((u["path_before"], u["path_after"]), (None, None), u)
         if f["segment"] is None:
             if f["location"].startswith("[archive "):  # an archive's metadata problem
                 self.assertIsNone(f["offset"], f)
@@ -249,14 +252,14 @@ class Records(JsonTestCase):
              "segment": 2, "offset": 8, "location": "[segment 2, offset 8]",
              "message": "MAC Authentication failed", "reread": "agreed",
              "affected": [{"archive": "c-none", "archive_id": C_NONE_ARCHIVE, "use": "chunks",
-                           "path": "c-none/text.txt", "begin": 0, "end": 4096, "via": None, "items_read": None}],
+                           "path": "c-none/text.txt", "begin": 0, "end": 4096, "via": None, "items_read": None, "path_before": None, "path_after": None}],
              "affected_total": 1, "advice": BAD_CHUNK_ADVICE},
             {"type": "summary", "repository": repo, "format": "borg1", "mode": "repokey", "verify_data": True,
              "transaction": 29, "live_list_source": "index", "segments": 30, "objects_total": 102,
              "objects_verified": 101, "stored_bytes": 266859, "plaintext_bytes": 284697, "bytes_read": 276462,
              "errors": 1, "io_errors": 0, "warnings": 0, "findings_by_stage": no_stages(authentication=1),
              "threads": 4,
-             "notes": [], "archives_total": 7, "archives_checked": 7, "verdict": "integrity-errors",
+             "notes": [], "archives_total": 7, "archives_checked": 7, "archives_not_checked": None, "verdict": "integrity-errors",
              "bytes_total": 276462, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "sample_fraction": None, "sample_seed": None,
              "units_total": 30, "units_not_due": 0,
              "coverage": {"max_age_s": None, "ratio": 1.0, "state_file": None, "units_never_verified": 0,
@@ -279,7 +282,7 @@ class Records(JsonTestCase):
              "transaction": 26, "live_list_source": "index", "segments": 12, "objects_total": 17,
              "objects_verified": 17, "stored_bytes": 14636, "plaintext_bytes": 0, "bytes_read": 29249,
              "errors": 0, "io_errors": 0, "warnings": 1, "findings_by_stage": no_stages(segment=1), "threads": 1,
-             "notes": [KEYLESS_NOTE], "archives_total": None, "archives_checked": None, "verdict": "warnings",
+             "notes": [KEYLESS_NOTE], "archives_total": None, "archives_checked": None, "archives_not_checked": "keyless run", "verdict": "warnings",
              "bytes_total": 29249, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "sample_fraction": None, "sample_seed": None,
              "units_total": 12, "units_not_due": 0,
              "coverage": {"max_age_s": None, "ratio": 1.0, "state_file": None, "units_never_verified": 0,

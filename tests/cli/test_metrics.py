@@ -206,12 +206,65 @@ class MetricsFile(CliTestCase):
         path = os.path.join(self.out, "no-such-folder", "borgcheck.prom")
         r = self.run_borgcheck(["-q", repo, "--metrics-file", path])
         self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
-        self.assertEqual(r.stdout, "")
-        self.assertRegex(r.stderr, r"\Aborgcheck: cannot write the metrics file %s \(creating .*\): No such file "
-                                   r"or directory\n\Z" % re.escape(path))
+        # Issue 17: the cron mail of such a night says what the check found (-q too) and that
+        # only the record failed, naming the folder that is missing.
+        self.assertEqual(cs.mask_times(r.stdout),
+                         repo + ": ok: 102 of 102 objects CRC-checked (264.7 KiB, keyless: contents and archives not "
+                         "verified), 0 errors, 0 warnings, <T>\n")
+        self.assertEqual(r.stderr, "borgcheck: cannot write the metrics file %s: its folder %s/ does not exist "
+                                   "(create it, or install node_exporter's textfile collector; docs/nightly.md); the "
+                                   "check itself ended with exit 0 (ok), exit 2 because the run is not recorded\n"
+                                   % (path, os.path.dirname(path)))
         bad = self.copy_fixture("corrupt/mac-repokey")
         r = self.run_borgcheck(["-q", "--verify-data", bad, "--metrics-file", path], VERIFY)
         self.assert_rc(r, cs.EXIT_INTEGRITY_ERRORS)  # the worse news stands
+
+
+    def test_a_run_of_some_archives_leaves_the_last_success_alone(self):
+        # Issue 17: a job that checks only the newest archive must not keep the staleness alert
+        # quiet; and an archive named that does not exist is no success at all.
+        repo = self.copy_fixture("v1.2.4/repos/repokey")
+        r = self.run_borgcheck(["-q", "--verify-data", repo, "--metrics-file", self.path], VERIFY)
+        self.assert_rc(r, cs.EXIT_OK)
+        samples, order = self.promtool_accepts()
+        self.assertEqual(order, RUN_METRICS + CHECK_METRICS)
+        success_at = samples[("borgcheck_last_success_timestamp_seconds", None)]
+        selection = "borgcheck_archive_selection_success_timestamp_seconds"
+        for args in (["--last", "1"], ["--archives-only"]):
+            r = self.run_borgcheck(["-q", "--verify-data", *args, repo, "--metrics-file", self.path], VERIFY)
+            self.assert_rc(r, cs.EXIT_OK)
+            samples, order = self.promtool_accepts()
+            # (then the partial-run metrics: a selection verifies only what it references)
+            self.assertEqual(order, RUN_METRICS + CHECK_METRICS + [selection, "borgcheck_complete",
+                                                                   "borgcheck_skipped_bytes"])
+            self.assertEqual((samples[("borgcheck_success", None)], samples[("borgcheck_exit_code", None)]), (1, 0))
+            self.assertEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], success_at)
+            selected_at = samples[(selection, None)]
+            self.assertEqual(selected_at, samples[("borgcheck_last_run_timestamp_seconds", None)])
+            self.assertGreater(selected_at, success_at)
+
+        r = self.run_borgcheck(["--verify-data", repo + "::no-such-archive", "--metrics-file", self.path], VERIFY)
+        self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
+        self.assertEqual((r.stdout, r.stderr),
+                         ("", "borgcheck: archive 'no-such-archive' does not exist in the repository (7 archives): "
+                              "nothing was checked (borg list shows the archive names)\n"))
+        samples, order = self.promtool_accepts()
+        self.assertEqual(order, RUN_METRICS + [selection])
+        self.assertEqual((samples[("borgcheck_success", None)], samples[("borgcheck_exit_code", None)]), (0, 2))
+        self.assertEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], success_at)
+        self.assertEqual(samples[(selection, None)], selected_at)
+        r = self.run_borgcheck(["--json", "--verify-data", repo + "::no-such-archive"], VERIFY)
+        self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
+        self.assertEqual([json.loads(line) for line in r.stdout.splitlines()],
+                         [{"type": "error", "code": "invalid-argument", "exit_code": 2,
+                           "message": "archive 'no-such-archive' does not exist in the repository (7 archives): "
+                                      "nothing was checked (borg list shows the archive names)"}])
+
+        # A full run moves the last success again.
+        r = self.run_borgcheck(["-q", "--verify-data", repo, "--metrics-file", self.path], VERIFY)
+        samples, order = self.promtool_accepts()
+        self.assertEqual(order, RUN_METRICS + CHECK_METRICS)
+        self.assertGreater(samples[("borgcheck_last_success_timestamp_seconds", None)], selected_at)
 
 
 class AlertRules(CliTestCase):

@@ -304,7 +304,7 @@ class FileChunks(ArchivePassCase):
                                                "cannot be restored (missing file chunk)")
                 self.assertEqual(f["affected"], [{"archive": "a1", "archive_id": g.archive_ids["a1"], "use": "chunks",
                                                   "path": "day.txt", "begin": b, "end": e, "via": None,
-                                                  "items_read": None}])
+                                                  "items_read": None, "path_before": None, "path_after": None}])
                 self.assertEqual(f["affected_total"], 1)
                 self.assertEqual(f["advice"], BAD_ADVICE)
                 self.assertEqual(summary["findings_by_stage"]["reference"], 1)
@@ -358,9 +358,9 @@ class FileChunks(ArchivePassCase):
                 first = min(("zeros/a.img", "zeros/b.img"), key=paths.index)
                 self.assertEqual(f["affected"][:2], [
                     {"archive": "a1", "archive_id": g.archive_ids["a1"], "use": "chunks", "path": first,
-                     "begin": 0, "end": 4096, "via": None, "items_read": None},
+                     "begin": 0, "end": 4096, "via": None, "items_read": None, "path_before": None, "path_after": None},
                     {"archive": "a1", "archive_id": g.archive_ids["a1"], "use": "chunks", "path": first,
-                     "begin": 4096, "end": 8192, "via": None, "items_read": None}])
+                     "begin": 4096, "end": 8192, "via": None, "items_read": None, "path_before": None, "path_after": None}])
                 # borg names the first use only: its all-zero replacement for the missing chunk is
                 # the same all-zero chunk, so it counts the id as present from then on.
                 brc, stderr = self.borg_check(g, theirs)
@@ -407,7 +407,7 @@ class Metadata(ArchivePassCase):
                 self.assertEqual((f["stage"], f["severity"], f["message"]),
                                  ("reference", "error", "Archive metadata block is missing: archive a1 cannot be read"))
                 self.assertEqual(f["affected"], [{"archive": "a1", "archive_id": aid, "use": "archive", "path": None,
-                                                  "begin": None, "end": None, "via": None, "items_read": 0}])
+                                                  "begin": None, "end": None, "via": None, "items_read": 0, "path_before": None, "path_after": None}])
                 self.assertEqual(f["advice"], "borg check --repair removes this archive from the manifest")
                 brc, stderr = self.borg_check(g, theirs)
                 self.assertIn(f"Archive metadata block {aid} is missing!", stderr)
@@ -485,10 +485,12 @@ class Selection(ArchivePassCase):
                 self.assertEqual((rc, summary["archives_checked"]), (90, 1))
                 rc, findings, summary = self.borgcheck(g, ours, "--archives-only")
                 self.assertEqual((rc, summary["archives_checked"], len(findings)), (90, 5, 1))
-                rc, findings, summary = self.borgcheck(g, f"{ours}::nope")
-                self.assertEqual((rc, summary["archives_checked"]), (1, 0))
-                self.assertEqual([(f["severity"], f["stage"], f["message"]) for f in findings],
-                                 [("warning", "archive", "archive 'nope' not found: no archive was checked")])
+                # An archive named that does not exist stops the run (borg check only warns; issue 17).
+                rc, findings, error = self.borgcheck(g, f"{ours}::nope")
+                self.assertEqual((rc, findings, error["type"], error["code"], error["message"]),
+                                 (2, [], "error", "invalid-argument",
+                                  "archive 'nope' does not exist in the repository (5 archives): nothing was checked "
+                                  "(borg list shows the archive names)"))
                 # A keyless run cannot read the archives: a selection without --verify-data is refused.
                 p = subprocess.run([BORGCHECK, "--last", "1", ours], env=g.env, capture_output=True, text=True)
                 self.assertEqual(p.returncode, 2)

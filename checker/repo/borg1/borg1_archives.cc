@@ -126,11 +126,17 @@ std::optional<FetchProblem> Borg1Archives::VerifyArchive(const ChunkId&, Bytes p
   const bool required = crypto::NeedsKey(mode_) && key_ && key_->tam_required;
   if (tam.outcome == crypto::TamOutcome::kVerified) return std::nullopt;
   if (tam.outcome == crypto::TamOutcome::kAbsent && !required) return std::nullopt;
-  return FetchProblem{report::Stage::kAuthentication,
-                      "Archive TAM authentication issue for archive " + info.name + ": " +
-                          (tam.outcome == crypto::TamOutcome::kAbsent
-                               ? std::string("no TAM although the key requires one (borg 1.2.5+ and 1.4 refuse it)")
-                               : tam.message)};
+  // Two causes, one verdict (borg 1.2.5+ and 1.4 refuse both; borg check reports them and
+  // borg check --repair deletes such archives, CVE-2023-36811): no TAM (archives of borg
+  // before 1.0.9), or one that does not verify (borg 1.2.4 and older kept the old TAM in
+  // rename, recreate and check --repair, borg #7791; or the archive object was forged).
+  const std::string why =
+      tam.outcome == crypto::TamOutcome::kAbsent
+          ? "the archive has no TAM although the key requires one (borg before 1.0.9 made archives without one)"
+          : tam.message + " (a wrong TAM: borg 1.2.4 and older wrote such TAMs in borg rename, recreate and check "
+                          "--repair, borg #7791; or the archive was altered)";
+  return FetchProblem{report::Stage::kAuthentication, "Archive TAM authentication issue for archive " + info.name +
+                                                          ": " + why + "; borg 1.2.5+ and 1.4 refuse it"};
 }
 
 }  // namespace

@@ -276,7 +276,36 @@ CommitProbe CheckRecordedCommit(const SegmentLog& log, uint32_t t, const CommitP
   }
   const SegmentFile& s = *log.Find(t);
   CommitProbe p = probe(s);
-  if (p.commit_end) {
+  // What borg does with a transaction whose COMMIT it does not find intact (repository.py,
+  // check_transaction and prepare_txn, 1.2 and 2.0.0b5): the newest segment that ends in an
+  // intact COMMIT (its 9 bytes, checksum included) is the last transaction; an index of a
+  // newer one is dropped and rebuilt by replaying up to that COMMIT, and the next write
+  // deletes every segment after it.
+  const std::optional<uint32_t> before = log.newest_commit;
+  auto rolled_back = [&](Finding f) {
+    f.message += before ? fmt::format("; borg takes transaction {} as the last one when it next opens the repository: "
+                                      "what transaction {} wrote (segments {} to {}: a backup, prune, delete or "
+                                      "rename) is rolled back, its archives vanish from the archive list, and borg's "
+                                      "next write deletes those segments",
+                                      *before, t, *before + 1, t)
+                        : std::string("; no earlier segment ends in a COMMIT either: borg finds no committed state "
+                                      "and asks for borg check --repair");
+    if (before) {
+      f.advice = fmt::format("this check verified transaction {} as recorded; no borg command repairs a COMMIT: to "
+                             "keep that transaction, copy the repository before running borg on it, else let borg "
+                             "roll back to transaction {}, run borg check, and make the lost backup again",
+                             t, *before);
+    }
+    findings.push_back(std::move(f));
+  };
+  if (p.commit_end && *p.commit_end == s.size) {
+    // The COMMIT entry is in its place, but the log did not count it: its checksum fails (the
+    // object pass reports the entry itself).
+    rolled_back(MakeFinding(Severity::kError, Stage::kSegment, Location::Segment(t), nullptr,
+                            fmt::format("segment {} ends transaction {} (recorded by {}) with a COMMIT entry that is "
+                                        "damaged",
+                                        t, t, by)));
+  } else if (p.commit_end) {
     findings.push_back(MakeFinding(Severity::kWarning, Stage::kSegment, Location::Segment(t, *p.commit_end), nullptr,
                                    fmt::format("{} stray bytes after the final COMMIT of transaction {} (a crashed or "
                                                "damaged write); the transaction is committed (recorded by {}) and is "
@@ -289,10 +318,10 @@ CommitProbe CheckRecordedCommit(const SegmentLog& log, uint32_t t, const CommitP
                     "not checked",
                     t, t, by, p.why)));
   } else {
-    findings.push_back(MakeFinding(Severity::kError, Stage::kTruncated, Location::Segment(t), nullptr,
-                                   fmt::format("segment {} should end transaction {} (recorded by {}) but holds no "
-                                               "COMMIT: it is truncated or damaged",
-                                               t, t, by)));
+    rolled_back(MakeFinding(Severity::kError, Stage::kTruncated, Location::Segment(t), nullptr,
+                            fmt::format("segment {} should end transaction {} (recorded by {}) but holds no COMMIT: "
+                                        "it is truncated or damaged",
+                                        t, t, by)));
   }
   return p;
 }
