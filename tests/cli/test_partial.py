@@ -403,12 +403,12 @@ class State(PartialTestCase):
         path = self.state_file(self.first_run(repo))
         with open(path) as f:
             state = json.load(f)
-        state["borgcheck_state"] = 2
+        state["borgcheck_state"] = 3
         with open(path, "w") as f:
             json.dump(state, f)
         r = self.run_borgcheck(["--max-age", "30d", "--state-dir", self.state, repo])
-        self.assert_error_exit(r, 2, "was written by a newer borgcheck (state version 2; this borgcheck reads "
-                               "version 1): refused")
+        self.assert_error_exit(r, 2, "was written by a newer borgcheck (state version 3; this borgcheck reads "
+                               "version 2): refused")
 
     def test_a_read_only_state_folder_checks_and_exits_2(self):
         repo = self.copy_repo("borg1/v1.2.4/repos/none")
