@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import struct
 import subprocess
 import sys
 
@@ -24,8 +25,10 @@ class Rotation(PartialTestCase):
     a unit is verified whole once it has been on disk for the last seven nights (all seven slices
     within 8 days), partly before; a cycle takes in the units on disk on its first night and
     completes on the night the last of them that survived got its seventh slice since then. The
-    content is deterministic; nothing here depends on where the chunker cuts or on timing.
-    (ComputeCoverage's byte shares are asserted exactly in checker/engine/unit_state_test.cc.)"""
+    content is deterministic; nothing here depends on where the chunker cuts or on timing. The
+    expected ratio is computed here from the segment files themselves (a log replay of their
+    PUT and DELETE entries gives each unit's live ids, their slices by the documented rule), so
+    it is exact whatever borg wrote."""
 
     # Monday 2026-11-30 .. Sunday 2026-12-13; prune and compact before the checks of nights 4 and 10.
     DATES = ["2026-11-30"] + ["2026-12-%02d" % d for d in range(1, 14)]
@@ -57,13 +60,54 @@ class Rotation(PartialTestCase):
     def units_on_disk(self, repo):
         """{segment number: (inode, size, mtime_ns)} of the repository's segment files."""
         out = {}
+        self.paths = {}
         data = os.path.join(repo, "data")
         for d in os.listdir(data):
             for name in os.listdir(os.path.join(data, d)):
                 if name.isdigit():
-                    st = os.stat(os.path.join(data, d, name))
+                    self.paths[int(name)] = os.path.join(data, d, name)
+                    st = os.stat(self.paths[int(name)])
                     out[int(name)] = (st.st_ino, st.st_size, st.st_mtime_ns)
         return out
+
+    def live_per_slice(self, units):
+        """{segment: [live objects in slice k of 7 for k = 1..7]}: a replay of the log (the
+        segment files units_on_disk found, in order)."""
+        live = {}
+        for seg in sorted(units):
+            with open(self.paths[seg], "rb") as f:
+                data = f.read()
+            self.assertEqual(data[:8], b"BORG_SEG")
+            pos = 8
+            while pos + 9 <= len(data):
+                size, tag = struct.unpack_from("<I", data, pos + 4)[0], data[pos + 8]
+                self.assertGreaterEqual(size, 9)
+                if tag in (0, 3):  # PUT, PUT2
+                    live[data[pos + 9:pos + 41]] = seg
+                elif tag == 1:  # DELETE
+                    live.pop(data[pos + 9:pos + 41], None)
+                pos += size
+        out = {seg: [0] * 7 for seg in units}
+        for chunk_id, seg in live.items():
+            out[seg][(int.from_bytes(chunk_id[:8], "big") * 7 >> 64)] += 1
+        return out
+
+    def expected_ratio(self, units, fresh_of):
+        """The coverage rule: a unit counts by its live objects in the slices done within 8 days
+        (`fresh_of(unit identity)`), all of it with all seven, by its slices without live objects."""
+        per_slice = self.live_per_slice(units)
+        verified = 0.0
+        for seg, ident in units.items():
+            fresh = fresh_of((seg, ident))
+            counts = per_slice[seg]
+            if len(fresh) == 7:
+                share = 1.0
+            elif sum(counts):
+                share = sum(counts[k - 1] for k in fresh) / sum(counts)
+            else:
+                share = len(fresh) / 7
+            verified += share * ident[1]
+        return verified / sum(v[1] for v in units.values())
 
     def rotate(self, gen):
         self.src = os.path.join(self.tmp, "src-" + gen)
@@ -99,6 +143,9 @@ class Rotation(PartialTestCase):
             self.assertGreater(c["ratio"], 0, (where, c))
             self.assertLessEqual(c["ratio"], 1, (where, c))
             self.assertGreaterEqual(c["ratio"] + 1e-12, sum(u[1][1] for u in whole) / s["bytes_total"], (where, c))
+            # Exactly: slices of the last min(nights on disk, 7) nights, all consecutive.
+            self.assertAlmostEqual(c["ratio"], self.expected_ratio(units, lambda u: {
+                (m - 1) % 7 + 1 for m in range(n - min(nights_on_disk[u], 7) + 1, n + 1)}), places=9, msg=where)
             cycle = c["cycle"]
             survivors = members & idents
             self.assertTrue(cycle["started_at"].startswith(self.DATES[n - weekday] + "T12:00:"), (where, cycle))
@@ -122,6 +169,7 @@ class Rotation(PartialTestCase):
         s, _ = self.run_json(args, env=dict(HOOKS, BORGCHECK_TEST_TODAY="2027-01-01"))
         self.assertEqual((s["coverage"]["full_verification_at"], s["coverage"]["units_verified"]), (last_full, 0), s)
         self.assertLess(s["coverage"]["ratio"], 1, s)
+        self.assertAlmostEqual(s["coverage"]["ratio"], self.expected_ratio(units, lambda u: {5}), places=9)
         with open(self.state_file(s)) as f:
             state = json.load(f)
         self.assertEqual((state["borgcheck_state"], state["cycle"]["data"]["completed_at"]), (2, 0), state["cycle"])
