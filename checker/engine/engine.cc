@@ -195,7 +195,7 @@ class Engine {
         progress_(progress),
         env_(env),
         archives_(options, options.threads),
-        partial_(options, env) {}
+        partial_(options, env, source) {}
 
   CheckOutcome Run();
   std::optional<double> StateLastSuccess() const { return partial_.LastSuccess(); }

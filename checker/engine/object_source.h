@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -149,6 +150,15 @@ class ObjectSource {
   virtual Result<std::unique_ptr<ObjectVerifier>> MakeVerifier() const = 0;
   // 4. Reads one unit (plan.units[index]).
   virtual void ReadUnit(size_t index, UnitSink& sink) = 0;
+  // Calls `each` with the id of every live object of plan.units[unit] (what a run that wants
+  // every object verifies there); false when the source cannot tell. After MakePlan, on the
+  // main thread while no unit is read (the coverage of slice runs counts a unit's objects per
+  // slice with it: partial_run.h).
+  virtual bool ForEachLiveId(size_t unit, const std::function<void(const ChunkId&)>& each) const {
+    (void)unit;
+    (void)each;
+    return false;
+  }
   // Whether the repository changed since MakePlan in a way only the source can see (a new
   // transaction). Main thread, after the pool is done.
   virtual bool ChangedSinceStart() const { return false; }

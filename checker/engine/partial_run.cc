@@ -36,7 +36,57 @@ bool AnyUnitNotClean(const StateFile& state, const std::vector<UnitView>& units,
   });
 }
 
+// How far a cycle started at `started_at` got (unit_state.h): its units are those on disk that
+// were seen by then (a unit that cannot be stat'ed counts as one not verified: it may be old);
+// a unit is done when its mark at this level is from after the start. With `t` > 1 also the
+// slices k done on every unit since the start (a whole mark counts for every slice).
+struct CycleTally {
+  uint64_t units = 0, units_done = 0;
+  uint32_t slices_done = 0;
+  double completed = 0;  // the newest done_at of the units' marks
+  bool clean = true;
+};
+
+CycleTally TallyCycle(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level, double started_at,
+                      uint32_t t) {
+  CycleTally c;
+  std::vector<uint8_t> slice_done(t > 1 ? t : 0, 1);
+  for (const UnitView& u : units) {
+    if (!u.on_disk) continue;
+    const UnitRecord* r = CurrentRecord(&state, u);
+    if (u.identity && (!r || r->seen_at > started_at)) continue;  // new since the cycle began
+    c.units++;
+    std::optional<UnitMark> m = r ? r->MarkFor(level) : std::nullopt;
+    const bool done = m && m->at >= started_at;
+    if (done) {
+      c.units_done++;
+      c.completed = std::max(c.completed, m->done_at);
+      c.clean &= m->result == UnitResult::kClean;
+    }
+    for (uint32_t k = 1; k <= slice_done.size() && !done; ++k) {
+      bool has = false;
+      if (r && r->slices_t == t && r->slices_level >= level) {
+        auto it = r->slices.find(k);
+        has = it != r->slices.end() && it->second.at >= started_at;
+      }
+      if (!has) slice_done[k - 1] = 0;
+    }
+  }
+  for (uint8_t d : slice_done) c.slices_done += d;
+  return c;
+}
+
 }  // namespace
+
+SliceCounter SliceCounterOf(const ObjectSource& source) {
+  return [&source](size_t unit, uint32_t t) {
+    std::vector<uint64_t> counts(t, 0);
+    const bool known = t > 0 && source.ForEachLiveId(unit, [&](const ChunkId& id) {
+      counts[ObjectFilter::SliceOf(id, t) - 1]++;
+    });
+    return known ? counts : std::vector<uint64_t>();
+  };
+}
 
 std::string UnitKey(const report::Location& where) {
   if (where.segment) return "segment " + std::to_string(*where.segment);
@@ -101,32 +151,65 @@ Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units
 }
 
 report::RunSummary::Coverage ComputeCoverage(const StateFile& state, const std::vector<UnitView>& units,
-                                             CheckLevel level, double now, double max_age_s) {
+                                             CheckLevel level, double now, double max_age_s,
+                                             const SliceCounter& slice_objects, uint32_t slices_t) {
   report::RunSummary::Coverage c;
   c.max_age_s = max_age_s;
-  uint64_t total = 0, verified = 0;
+  uint64_t total = 0;
+  double verified = 0;
   double oldest = std::numeric_limits<double>::infinity();
-  for (const UnitView& u : units) {
+  bool some_unmarked = false;
+  for (size_t i = 0; i < units.size(); ++i) {
+    const UnitView& u = units[i];
     if (!u.on_disk) continue;
     total += u.bytes;
     const UnitRecord* r = CurrentRecord(&state, u);
     std::optional<UnitMark> m = r ? r->MarkFor(level) : std::nullopt;
-    if (!m) {
+    if (m) oldest = std::min(oldest, m->at);
+    some_unmarked |= !m;
+    if (m && Within(m->at, now, max_age_s)) {
+      c.units_verified++;
+      verified += double(u.bytes);
+      continue;
+    }
+    // Slices without a whole mark within the window: the share of the unit's live objects in
+    // the slices done within it.
+    const bool sliced = r && r->slices_t > 1 && r->slices_level >= level && !r->slices.empty();
+    if (!m && !sliced) {
       c.units_never_verified++;
       continue;
     }
-    oldest = std::min(oldest, m->at);
-    if (Within(m->at, now, max_age_s)) {
-      c.units_verified++;
-      verified += u.bytes;
+    if (!sliced) continue;
+    std::vector<uint32_t> fresh;
+    for (const auto& [k, sm] : r->slices) {
+      if (Within(sm.at, now, max_age_s)) fresh.push_back(k);
     }
+    if (fresh.empty()) continue;
+    c.units_partly_verified++;
+    const std::vector<uint64_t> counts = slice_objects ? slice_objects(i, r->slices_t) : std::vector<uint64_t>();
+    if (counts.size() != r->slices_t) continue;  // unknown: counts as not verified
+    uint64_t all = 0, done = 0;
+    for (uint64_t n : counts) all += n;
+    for (uint32_t k : fresh) done += counts[k - 1];
+    // A unit without live objects has nothing but its framing: it counts by its slices.
+    const double share = all ? double(done) / double(all) : double(fresh.size()) / r->slices_t;
+    verified += share * double(u.bytes);
   }
-  c.ratio = total ? double(verified) / double(total) : 1.0;
-  c.oldest_verified_at = c.units_never_verified || oldest == std::numeric_limits<double>::infinity() ? 0 : oldest;
+  c.ratio = total ? std::min(1.0, verified / double(total)) : 1.0;
+  c.oldest_verified_at = some_unmarked || oldest == std::numeric_limits<double>::infinity() ? 0 : oldest;
   double full = 0;
   if (const auto& f = state.Full(level)) full = f->completed_at;
   if (level == CheckLevel::kCrc && state.full_data) full = std::max(full, state.full_data->completed_at);
   c.full_verification_at = full;
+  if (const std::optional<Cycle>& cycle = state.CycleOf(level)) {
+    const CycleTally t = TallyCycle(state, units, level, cycle->started_at, slices_t);
+    c.cycle_started_at = cycle->started_at;
+    c.cycle_completed_at = cycle->completed_at;
+    c.cycle_units = t.units;
+    c.cycle_units_done = t.units_done;
+    c.cycle_slices = slices_t > 1 ? slices_t : 0;
+    c.cycle_slices_done = t.slices_done;
+  }
   return c;
 }
 
@@ -142,6 +225,26 @@ StateRecorder::StateRecorder(StateDir& dir, StateFile state, std::vector<UnitVie
       now_(std::move(now)),
       state_(std::move(state)) {
   last_save_ = now_();
+  // Every unit on disk is known from here on: a unit first seen now is not part of a cycle that
+  // began earlier (unit_state.h).
+  for (const UnitView& u : units_) {
+    if (!u.on_disk || !u.identity) continue;
+    auto it = state_.units.find(u.key);
+    if (it != state_.units.end() && it->second.identity == *u.identity) continue;
+    UnitRecord& r = state_.units[u.key];
+    r = UnitRecord();
+    r.identity = *u.identity;
+    r.seen_at = last_save_;
+  }
+  // A run that marks starts a cycle when none is open: its units are those seen by now.
+  if (marks_) {
+    for (CheckLevel level : {CheckLevel::kCrc, CheckLevel::kData}) {
+      if (level == CheckLevel::kData && level_ != CheckLevel::kData) continue;
+      std::optional<Cycle>& cycle = state_.CycleOf(level);
+      if (!cycle || cycle->completed_at > 0) cycle = Cycle{last_save_, 0};
+    }
+  }
+  dirty_ = true;
 }
 
 void StateRecorder::UnitVerified(size_t unit, UnitResult result) {
@@ -201,27 +304,19 @@ void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complet
   dirty_ = true;
 }
 
-// A full verification completes when every unit on disk has a mark made after the previous one
-// completed (a sweep); `since` is the oldest mark of the sweep.
+// A cycle completes when each of its units still on disk has a mark made since it started
+// (TallyCycle): every object that existed when it began was verified since, wherever a slice
+// run found it. Units compacted or pruned away drop out; units that appeared later do not hold
+// it back. The full verification is then dated by its last mark, `since` its start.
 void StateRecorder::UpdateFullLocked() {
   for (CheckLevel level : {CheckLevel::kCrc, CheckLevel::kData}) {
     if (level == CheckLevel::kData && level_ != CheckLevel::kData) continue;
-    const double previous = state_.Full(level) ? state_.Full(level)->completed_at : -1;
-    double since = std::numeric_limits<double>::infinity(), completed = 0;
-    bool clean = true, all = true;
-    for (const UnitView& u : units_) {
-      if (!u.on_disk) continue;
-      const UnitRecord* r = CurrentRecord(&state_, u);
-      std::optional<UnitMark> m = r ? r->MarkFor(level) : std::nullopt;
-      if (!m || m->done_at <= previous) {
-        all = false;
-        break;
-      }
-      since = std::min(since, m->at);
-      completed = std::max(completed, m->done_at);
-      clean &= m->result == UnitResult::kClean;
-    }
-    if (all && completed > 0) state_.Full(level) = FullVerification{completed, since, clean};
+    std::optional<Cycle>& cycle = state_.CycleOf(level);
+    if (!cycle || cycle->completed_at > 0) continue;
+    const CycleTally t = TallyCycle(state_, units_, level, cycle->started_at, 0);
+    if (t.units_done < t.units) continue;
+    cycle->completed_at = t.units ? std::max(t.completed, cycle->started_at) : now_();
+    state_.Full(level) = FullVerification{cycle->completed_at, cycle->started_at, t.clean};
   }
 }
 
@@ -256,8 +351,7 @@ Status StateRecorder::Close() {
 
 StateFile StateRecorder::Snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
-  StateFile s = state_;
-  return s;
+  return state_;
 }
 
 }  // namespace borgcheck::engine
@@ -271,8 +365,8 @@ double WallNow() {
 
 }  // namespace
 
-PartialRun::PartialRun(const CheckOptions& options, const io::Env& env)
-    : opts_(options), env_(env), start_unix_(options.now_unix > 0 ? options.now_unix : WallNow()) {}
+PartialRun::PartialRun(const CheckOptions& options, const io::Env& env, const ObjectSource& source)
+    : opts_(options), env_(env), slice_objects_(SliceCounterOf(source)), start_unix_(options.now_unix > 0 ? options.now_unix : WallNow()) {}
 
 PartialRun::~PartialRun() = default;
 
@@ -349,7 +443,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
       sum.skipped = true;
       sum.complete = false;
       sum.has_coverage = true;
-      sum.coverage = ComputeCoverage(state_, views_, level_, now, opts_.max_age_s);
+      sum.coverage = ComputeCoverage(state_, views_, level_, now, opts_.max_age_s, slice_objects_, SlicesT());
       sum.coverage.state_file = dir_->path();
       sum.units_total = units_on_disk_;
       sum.bytes_total = total_bytes_;
@@ -443,14 +537,19 @@ Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by
   if (!recorder_) {
     if (sum.complete) {
       sum.has_coverage = true;
-      sum.coverage = report::RunSummary::Coverage{1.0, 0, units_on_disk_, 0, Now(), started_unix, ""};
+      sum.coverage = report::RunSummary::Coverage();
+      sum.coverage.ratio = 1.0;
+      sum.coverage.units_verified = units_on_disk_;
+      sum.coverage.full_verification_at = Now();
+      sum.coverage.oldest_verified_at = started_unix;
     }
     return Status::Ok();
   }
   if (finished) recorder_->RunFinished(sum.errors, sum.warnings, sum.complete);
   Status saved = recorder_->Close();
   sum.has_coverage = true;
-  sum.coverage = ComputeCoverage(recorder_->Snapshot(), views_, level_, Now(), opts_.max_age_s);
+  sum.coverage = ComputeCoverage(recorder_->Snapshot(), views_, level_, Now(), opts_.max_age_s, slice_objects_,
+                                 SlicesT());
   sum.coverage.state_file = recorder_->path();
   return saved;
 }

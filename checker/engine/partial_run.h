@@ -17,6 +17,13 @@
 // every object marks units "whole"; a slice run (--subset, nothing else) adds slice k of t and
 // marks the unit once all t slices are done; a sample or an id selection marks nothing.
 //
+// Coverage (docs/nightly.md "Coverage"): the share of the repository's bytes verified within
+// --max-age. A unit with a mark within it counts whole; a unit with only some slices within it
+// counts by the share of its live objects in those slices (the source counts them: slices are
+// by chunk id, so a unit's share of slice k is what its objects say, not 1/t). A full
+// verification is a cycle (unit_state.h): it completes when every unit seen when it started
+// and still on disk was verified since; the summary says how far the open cycle got.
+//
 // Thread contract: MakeSchedule and ComputeCoverage are pure. StateRecorder is safe for
 // concurrent use (mu_): workers call UnitVerified, the main thread the rest.
 #pragma once
@@ -70,9 +77,18 @@ struct Schedule {
 
 Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units, const ScheduleOptions& o);
 
-// What the summary's coverage says, from the state (after this run's marks).
+// How many live objects of unit `unit` (a plan index) each slice k of t holds (element k-1);
+// empty when the source cannot tell (then a partly sliced unit counts as not verified).
+using SliceCounter = std::function<std::vector<uint64_t>(size_t unit, uint32_t t)>;
+
+// The SliceCounter of a source (ObjectSource::ForEachLiveId). `source` must outlive it.
+SliceCounter SliceCounterOf(const ObjectSource& source);
+
+// What the summary's coverage says, from the state (after this run's marks). `slices_t`: the
+// rotation's t, for its progress ("3 of 7 slices done"); 0 when the run is not a slice run.
 report::RunSummary::Coverage ComputeCoverage(const StateFile& state, const std::vector<UnitView>& units,
-                                             CheckLevel level, double now, double max_age_s);
+                                             CheckLevel level, double now, double max_age_s,
+                                             const SliceCounter& slice_objects = {}, uint32_t slices_t = 0);
 
 // The worst result of a unit's findings.
 UnitResult ResultOf(uint64_t errors, uint64_t warnings);
@@ -103,7 +119,7 @@ class StateRecorder {
 
  private:
   void SaveLocked();           // requires mu_
-  void UpdateFullLocked();     // requires mu_
+  void UpdateFullLocked();     // requires mu_: completes the open cycles that are done
 
   StateDir& dir_;
   const std::vector<UnitView> units_;
@@ -126,7 +142,8 @@ class StateRecorder {
 // unit (atomics); the schedule and filter decisions are const once reading starts.
 class PartialRun {
  public:
-  PartialRun(const CheckOptions& options, const io::Env& env);
+  // `source` (for the coverage's slice counts, SliceCounterOf) must outlive the PartialRun.
+  PartialRun(const CheckOptions& options, const io::Env& env, const ObjectSource& source);
   ~PartialRun();
 
   // After planning: opens the state (when options.state_dir is set), decides --min-interval,
@@ -174,6 +191,8 @@ class PartialRun {
   Status Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix);
 
   double Now() const;
+  // The t of a slice run (--subset k/t), else 0: the rotation whose progress the coverage tells.
+  uint32_t SlicesT() const { return opts_.subset_t > 1 ? opts_.subset_t : 0; }
 
   // The state's last_success_at (after this run's own, if it finished without errors); none
   // without a state.
@@ -187,6 +206,7 @@ class PartialRun {
 
   const CheckOptions& opts_;
   const io::Env& env_;
+  const SliceCounter slice_objects_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   const double start_unix_;
 

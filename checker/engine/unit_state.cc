@@ -94,6 +94,12 @@ FullVerification FullFrom(const json& j) {
   return FullVerification{Time(j, "completed_at"), Time(j, "since"), Bool(j, "clean")};
 }
 
+json CycleJson(const Cycle& c) { return {{"started_at", c.started_at}, {"completed_at", c.completed_at}}; }
+Cycle CycleFrom(const json& j) {
+  if (!j.is_object()) throw Corrupt{"a cycle is not an object"};
+  return Cycle{Time(j, "started_at"), Time(j, "completed_at")};
+}
+
 bool IsHexId(const std::string& s) {
   if (s.size() != 64) return false;
   for (char c : s) {
@@ -165,7 +171,8 @@ std::optional<UnitMark> UnitRecord::MarkFor(CheckLevel level) const {
 std::string FormatState(const StateFile& s) {
   json units = json::object();
   for (const auto& [key, u] : s.units) {
-    json j = {{"size", u.identity.size}, {"mtime_ns", u.identity.mtime_ns}, {"inode", u.identity.inode}};
+    json j = {{"size", u.identity.size}, {"mtime_ns", u.identity.mtime_ns}, {"inode", u.identity.inode},
+              {"seen_at", u.seen_at}};
     if (u.data) j["data"] = MarkJson(*u.data);
     if (u.crc) j["crc"] = MarkJson(*u.crc);
     if (u.slices_t && !u.slices.empty()) {
@@ -178,11 +185,15 @@ std::string FormatState(const StateFile& s) {
   json full = json::object();
   if (s.full_data) full["data"] = FullJson(*s.full_data);
   if (s.full_crc) full["crc"] = FullJson(*s.full_crc);
+  json cycle = json::object();
+  if (s.cycle_data) cycle["data"] = CycleJson(*s.cycle_data);
+  if (s.cycle_crc) cycle["crc"] = CycleJson(*s.cycle_crc);
   json j = {{"borgcheck_state", kStateVersion},
             {"repository_id", s.repository_id},
             {"repository", s.repository},
             {"updated_at", s.updated_at},
             {"full_verification", full},
+            {"cycle", cycle},
             {"units", units}};
   if (s.last_success_at) j["last_success_at"] = *s.last_success_at;
   if (s.last_run_at) {
@@ -246,6 +257,11 @@ Result<StateFile> ParseState(std::string_view text) {
     const json& full = Object(j, "full_verification");
     if (full.contains("data")) s.full_data = FullFrom(full["data"]);
     if (full.contains("crc")) s.full_crc = FullFrom(full["crc"]);
+    if (j.contains("cycle")) {  // version 1 has none
+      const json& cycle = Object(j, "cycle");
+      if (cycle.contains("data")) s.cycle_data = CycleFrom(cycle["data"]);
+      if (cycle.contains("crc")) s.cycle_crc = CycleFrom(cycle["crc"]);
+    }
     const json& units = Object(j, "units");
     for (auto it = units.begin(); it != units.end(); ++it) {
       const json& u = it.value();
@@ -256,6 +272,7 @@ Result<StateFile> ParseState(std::string_view text) {
       if (!mt.is_number_integer()) throw Corrupt{"\"mtime_ns\" is not an integer"};
       r.identity.mtime_ns = mt.get<int64_t>();
       r.identity.inode = Count(u, "inode");
+      if (u.contains("seen_at")) r.seen_at = Time(u, "seen_at");  // version 1: 0, before any cycle
       if (u.contains("data")) r.data = MarkFrom(u["data"]);
       if (u.contains("crc")) r.crc = MarkFrom(u["crc"]);
       if (u.contains("slices")) {

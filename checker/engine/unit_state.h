@@ -9,14 +9,16 @@
 // uses the state) and, after a corrupt file was found, `state.json.corrupt`.
 //
 // Format (JSON, version kStateVersion):
-//   {"borgcheck_state": 1, "repository_id": "<64 hex>", "repository": "<path last checked>",
+//   {"borgcheck_state": 2, "repository_id": "<64 hex>", "repository": "<path last checked>",
 //    "updated_at": <unix s>,
 //    "last_run": {"finished_at": <unix s>, "errors": N, "warnings": N, "complete": bool},
 //    "last_success_at": <unix s>   (optional: the last run that finished without errors),
 //    "full_verification": {"data"|"crc": {"completed_at": <unix s>, "since": <unix s>,
 //                                         "clean": bool}},
+//    "cycle": {"data"|"crc": {"started_at": <unix s>, "completed_at": <unix s> (0: open)}},
 //    "units": {"segment 12" | "pack <64 hex>": {
 //        "size": N, "mtime_ns": N, "inode": N,                 the unit's identity
+//        "seen_at": <unix s>,                                  the first run that saw it so
 //        "data"|"crc": {"at": <unix s>, "done_at": <unix s>,   a whole verification
 //                       "result": "clean"|"warnings"|"errors", "how": "whole"|"slices"},
 //        "slices": {"level": "data"|"crc", "t": T,              slices done towards one
@@ -24,10 +26,19 @@
 // A unit is "verified" at a level when it has a mark of that level (or "data" for "crc"): every
 // live object of it passed through the check at `at` (for "slices": the oldest slice; `done_at`
 // is when the last slice was done). A slice run's "slices" stay after the mark is made: each
-// later slice run renews the mark from them (a rolling window over the last t slices). A unit whose identity (size, mtime, inode) differs from the
-// file's, or that is not in the file, is unverified: a compacted repository's new segments, a
-// segment number reused after a rolled-back transaction, a copied repository.
+// later slice run renews the mark from them (a rolling window over the last t slices). A unit
+// whose identity (size, mtime, inode) differs from the file's, or that is not in the file, is
+// unverified: a compacted repository's new segments, a segment number reused after a
+// rolled-back transaction, a copied repository.
 //
+// A cycle (docs/nightly.md "Full verification") is one full verification in progress: it starts
+// with the first marking run after the previous one completed, and its units are those seen by
+// then (seen_at <= started_at). It completes when each of them that is still on disk has a mark
+// made since the cycle started (for slices: all t slices done since); units that are gone
+// (compacted, pruned away) drop out, units that appeared later wait for the next cycle.
+// "full_verification" is the last completed cycle (`since`: its start). Version 1 files (no
+// "cycle", no "seen_at") are read as such: their units count as seen before any cycle, and the
+// next marking run starts one.
 // Thread contract: StateFile and the functions on it are values and pure functions. A StateDir
 // is used from one thread at a time (the engine's StateRecorder serialises its calls).
 #pragma once
@@ -44,7 +55,7 @@
 
 namespace borgcheck::engine {
 
-inline constexpr int kStateVersion = 1;
+inline constexpr int kStateVersion = 2;
 inline constexpr const char* kStateFileName = "state.json";
 
 enum class CheckLevel : uint8_t { kCrc = 0, kData = 1 };  // keyless, --verify-data
@@ -74,6 +85,7 @@ struct SliceMark {
 
 struct UnitRecord {
   UnitIdentity identity;
+  double seen_at = 0;  // the first run that saw the unit with this identity (0: before any cycle)
   std::optional<UnitMark> data, crc;
   // Slices towards the next mark: one level and one t at a time (another resets them).
   CheckLevel slices_level = CheckLevel::kData;
@@ -85,9 +97,15 @@ struct UnitRecord {
 };
 
 struct FullVerification {
-  double completed_at = 0;  // when the last unit of the sweep was verified
-  double since = 0;         // the oldest mark of that sweep
-  bool clean = false;       // every unit of the sweep was clean
+  double completed_at = 0;  // when the last unit of the cycle was verified
+  double since = 0;         // when the cycle started: every object verified since
+  bool clean = false;       // every unit of the cycle was clean
+};
+
+// One full verification in progress (see above).
+struct Cycle {
+  double started_at = 0;
+  double completed_at = 0;  // 0: still open
 };
 
 struct StateFile {
@@ -102,12 +120,15 @@ struct StateFile {
   std::optional<double> last_success_at;
   bool last_run_complete = false;
   std::optional<FullVerification> full_data, full_crc;
+  std::optional<Cycle> cycle_data, cycle_crc;
   std::map<std::string, UnitRecord> units;
 
   std::optional<FullVerification>& Full(CheckLevel l) { return l == CheckLevel::kData ? full_data : full_crc; }
   const std::optional<FullVerification>& Full(CheckLevel l) const {
     return l == CheckLevel::kData ? full_data : full_crc;
   }
+  std::optional<Cycle>& CycleOf(CheckLevel l) { return l == CheckLevel::kData ? cycle_data : cycle_crc; }
+  const std::optional<Cycle>& CycleOf(CheckLevel l) const { return l == CheckLevel::kData ? cycle_data : cycle_crc; }
 };
 
 std::string FormatState(const StateFile& s);

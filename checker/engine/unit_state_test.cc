@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "checker/engine/partial_run.h"
 
 namespace borgcheck::engine {
@@ -19,8 +22,10 @@ StateFile Sample() {
   s.last_run_complete = true;
   s.last_success_at = 1799999000.25;
   s.full_data = FullVerification{1700000000, 1690000000, true};
+  s.cycle_crc = Cycle{1750000000, 0};
   UnitRecord a;
   a.identity = {500, -3, 77};
+  a.seen_at = 1600000000.5;
   a.data = UnitMark{10, 20, UnitResult::kWarnings, true};
   a.crc = UnitMark{30, 30, UnitResult::kClean, false};
   UnitRecord b;
@@ -47,9 +52,13 @@ TEST_CASE("a state file round-trips through its text") {
   REQUIRE(back->full_data);
   CHECK(back->full_data->since == 1690000000);
   CHECK_FALSE(back->full_crc);
+  CHECK_FALSE(back->cycle_data);
+  REQUIRE(back->cycle_crc);
+  CHECK((back->cycle_crc->started_at == 1750000000 && back->cycle_crc->completed_at == 0));
   REQUIRE(back->units.size() == 2);
   const UnitRecord& a = back->units.at("segment 12");
   CHECK(a.identity == UnitIdentity{500, -3, 77});
+  CHECK(a.seen_at == 1600000000.5);
   REQUIRE(a.data);
   CHECK(a.data->result == UnitResult::kWarnings);
   CHECK(a.data->by_slices);
@@ -89,7 +98,7 @@ TEST_CASE("what is not a state file of this version is refused with the reason")
       {"{\"version\":1}", "not a borgcheck state file"},
       {"{\"borgcheck_state\":\"1\"}", "is not a version number"},
       {"{\"borgcheck_state\":0}", "is not a version number"},
-      {"{\"borgcheck_state\":2}", "state version 2; this borgcheck reads version 1", StatusCode::kUnsupported},
+      {"{\"borgcheck_state\":3}", "state version 3; this borgcheck reads version 2", StatusCode::kUnsupported},
       {"{\"borgcheck_state\":1,\"repository_id\":\"abc\"}", "is not 64 lowercase hex digits"},
       {head + "\"repository\":\"r\",\"updated_at\":-1}", "\"updated_at\" is not a time"},
       {head + "\"repository\":\"r\",\"updated_at\":1,\"full_verification\":{}}", "no \"units\""},
@@ -170,6 +179,146 @@ TEST_CASE("the schedule: missing then findings then never verified then oldest f
   CHECK(c.units_never_verified == 2);   // 2, and 5 (its file changed)
   CHECK(c.ratio == Approx(2.0 / 6));
   CHECK(c.oldest_verified_at == 0);     // some unit was never verified
+}
+
+
+TEST_CASE("coverage counts a partly sliced unit by its objects in the slices done within --max-age") {
+  StateFile s;
+  s.repository_id = kId;
+  UnitRecord a;  // slices 1 and 2 within the window, 3 too old
+  a.identity = {100, 1, 1};
+  a.slices_t = 7;
+  a.slices[1] = SliceMark{100, UnitResult::kClean};
+  a.slices[2] = SliceMark{120, UnitResult::kClean};
+  a.slices[3] = SliceMark{10, UnitResult::kClean};
+  UnitRecord b;  // a whole mark within the window
+  b.identity = {200, 1, 2};
+  b.data = UnitMark{90, 90, UnitResult::kClean, false};
+  UnitRecord d;  // only a slice out of the window: partly verified once, not now
+  d.identity = {400, 1, 4};
+  d.slices_t = 7;
+  d.slices[5] = SliceMark{10, UnitResult::kClean};
+  s.units = {{"segment 1", a}, {"segment 2", b}, {"segment 4", d}};
+  const std::vector<UnitView> units = {View("segment 1", 100, {100, 1, 1}), View("segment 2", 200, {200, 1, 2}),
+                                       View("segment 3", 50, {50, 1, 3}), View("segment 4", 400, {400, 1, 4})};
+  // Segment 1 holds 5 live objects: one in slice 1, one in 2, two in 3, one in 7.
+  const SliceCounter counter = [](size_t unit, uint32_t t) {
+    REQUIRE(t == 7);
+    return unit == 0 ? std::vector<uint64_t>{1, 1, 2, 0, 0, 0, 1} : std::vector<uint64_t>{1, 1, 1, 1, 1, 1, 1};
+  };
+  report::RunSummary::Coverage c = ComputeCoverage(s, units, CheckLevel::kData, 150, 100, counter, 7);
+  CHECK(c.ratio == Approx((100.0 * 2 / 5 + 200) / 750));
+  CHECK(c.units_verified == 1);
+  CHECK(c.units_partly_verified == 1);
+  CHECK(c.units_never_verified == 1);  // segment 3; segment 4 was partly verified once
+  CHECK(c.oldest_verified_at == 0);
+  CHECK(c.cycle_started_at == 0);      // no cycle on record
+  // A source that cannot count its objects: the partly sliced unit counts for nothing.
+  c = ComputeCoverage(s, units, CheckLevel::kData, 150, 100, {}, 7);
+  CHECK(c.ratio == Approx(200.0 / 750));
+  CHECK(c.units_partly_verified == 1);
+  // Crc slices do not count for a data run; data slices count for a crc run.
+  s.units["segment 1"].slices_level = CheckLevel::kCrc;
+  c = ComputeCoverage(s, units, CheckLevel::kData, 150, 100, counter, 7);
+  CHECK(c.ratio == Approx(200.0 / 750));
+  c = ComputeCoverage(s, units, CheckLevel::kCrc, 150, 100, counter, 7);
+  CHECK(c.ratio == Approx((100.0 * 2 / 5 + 200) / 750));
+}
+
+// A state folder of its own, removed at the end.
+struct TempStateDir {
+  std::string path;
+  TempStateDir() {
+    char tmpl[] = "/tmp/borgcheck-unit-state-XXXXXX";
+    REQUIRE(::mkdtemp(tmpl));
+    path = tmpl;
+  }
+  ~TempStateDir() { std::filesystem::remove_all(path); }
+};
+
+// One night of a rotation: a recorder over `units` at time `now` that marks every unit of them
+// with slice k of t (or whole with k = 0), then closes. Returns the state after it.
+StateFile Night(StateDir& dir, StateFile state, const std::vector<UnitView>& units, double now, uint32_t k,
+                uint32_t t) {
+  std::optional<ObjectFilter::Slice> slice;
+  if (k) slice = ObjectFilter::Slice{k, t};
+  StateRecorder rec(dir, std::move(state), units, CheckLevel::kData, true, slice, 1e9, [now] { return now; });
+  for (size_t i = 0; i < units.size(); ++i) rec.UnitVerified(i, UnitResult::kClean);
+  REQUIRE(rec.Close().ok());
+  return rec.Snapshot();
+}
+
+TEST_CASE("a full verification completes when every unit that existed at the cycle's start was verified since") {
+  TempStateDir tmp;
+  Result<StateDir::Opened> opened = StateDir::Open(tmp.path, kId);
+  REQUIRE(opened.ok());
+  StateDir& dir = *opened->dir;
+  const UnitView a = View("segment 1", 100, {100, 1, 1}), b = View("segment 2", 100, {100, 1, 2}),
+                 c = View("segment 3", 100, {100, 1, 3});
+  const double day = 86400;
+  // Night 1: slice 1/3 of a and b starts a cycle.
+  StateFile s = Night(dir, opened->state, {a, b}, 1 * day, 1, 3);
+  REQUIRE(s.cycle_data);
+  CHECK(s.cycle_data->started_at == 1 * day);
+  CHECK(s.cycle_data->completed_at == 0);
+  REQUIRE(s.cycle_crc);  // a data run's marks count for a keyless cycle too
+  CHECK_FALSE(s.full_data);
+  report::RunSummary::Coverage cov = ComputeCoverage(s, {a, b}, CheckLevel::kData, 1 * day, 8 * day, {}, 3);
+  CHECK((cov.cycle_units == 2 && cov.cycle_units_done == 0 && cov.cycle_slices == 3 && cov.cycle_slices_done == 1));
+  // Night 2: a new segment c (a backup) appears; slice 2 of all three.
+  s = Night(dir, s, {a, b, c}, 2 * day, 2, 3);
+  CHECK(s.units.at("segment 3").seen_at == 2 * day);
+  cov = ComputeCoverage(s, {a, b, c}, CheckLevel::kData, 2 * day, 8 * day, {}, 3);
+  CHECK((cov.cycle_units == 2 && cov.cycle_slices_done == 2));  // c is not of this cycle
+  CHECK_FALSE(s.full_data);
+  // Night 3: b was compacted away; slice 3 of a and c. Every unit of the cycle still on disk
+  // (a) has all three slices since night 1: complete, although c lacks slice 1.
+  s = Night(dir, s, {a, c}, 3 * day, 3, 3);
+  REQUIRE(s.full_data);
+  CHECK(s.full_data->completed_at == 3 * day);
+  CHECK(s.full_data->since == 1 * day);
+  CHECK(s.full_data->clean);
+  CHECK(s.cycle_data->completed_at == 3 * day);
+  cov = ComputeCoverage(s, {a, c}, CheckLevel::kData, 3 * day, 8 * day, {}, 3);
+  CHECK(cov.full_verification_at == 3 * day);
+  CHECK((cov.cycle_units == 1 && cov.cycle_units_done == 1 && cov.cycle_slices_done == 3));
+  // Nights 4 and 5: a new cycle (a and c); the full verification stays dated night 3, not
+  // renewed by each night of the rotation.
+  s = Night(dir, s, {a, c}, 4 * day, 1, 3);
+  CHECK(s.cycle_data->started_at == 4 * day);
+  s = Night(dir, s, {a, c}, 5 * day, 2, 3);
+  CHECK(s.full_data->completed_at == 3 * day);
+  // Twenty nights skipped, then one slice: still night 3 (the cycle needs slice 3 since night 4).
+  s = Night(dir, s, {a, c}, 25 * day, 1, 3);
+  CHECK(s.full_data->completed_at == 3 * day);
+  cov = ComputeCoverage(s, {a, c}, CheckLevel::kData, 25 * day, 8 * day, {}, 3);
+  CHECK(cov.full_verification_at == 3 * day);
+  CHECK(cov.cycle_slices_done == 2);  // slices 1 and 2 since night 4
+  CHECK(cov.units_verified == 0);      // only slice 1 within 8 days
+  CHECK(cov.units_partly_verified == 2);
+  s = Night(dir, s, {a, c}, 26 * day, 3, 3);
+  CHECK(s.full_data->completed_at == 26 * day);
+  CHECK(s.full_data->since == 4 * day);
+  // A whole run completes a cycle by itself: it starts one and verifies every unit.
+  s = Night(dir, s, {a, c}, 27 * day, 0, 0);
+  CHECK(s.full_data->completed_at == 27 * day);
+  CHECK(s.full_data->since == 27 * day);
+}
+
+TEST_CASE("a version 1 state reads as one whose units were seen before any cycle") {
+  const std::string text = "{\"borgcheck_state\":1,\"repository_id\":\"" + kId +
+                           "\",\"repository\":\"r\",\"updated_at\":5,\"full_verification\":{\"data\":{\"completed_at\":4,"
+                           "\"since\":1,\"clean\":true}},\"units\":{\"segment 1\":{\"size\":1,\"mtime_ns\":1,\"inode\":1,"
+                           "\"data\":{\"at\":3,\"done_at\":4,\"result\":\"clean\",\"how\":\"whole\"}}}}";
+  Result<StateFile> s = ParseState(text);
+  REQUIRE(s.ok());
+  CHECK(s->units.at("segment 1").seen_at == 0);
+  CHECK_FALSE(s->cycle_data);
+  REQUIRE(s->full_data);
+  CHECK(s->full_data->completed_at == 4);
+  Result<StateFile> again = ParseState(FormatState(*s));  // written as version 2
+  REQUIRE(again.ok());
+  CHECK(FormatState(*again).find("\"borgcheck_state\": 2") != std::string::npos);
 }
 
 }  // namespace

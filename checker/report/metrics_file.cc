@@ -134,6 +134,16 @@ std::vector<ExtraMetric> CoverageMetrics(const RunSummary& s) {
   add("borgcheck_oldest_verification_timestamp_seconds",
       "Unix time the least recently verified segment or pack was verified; 0 while one never was.",
       s.coverage.oldest_verified_at);
+  const RunSummary::Coverage& c = s.coverage;
+  add("borgcheck_cycle_started_timestamp_seconds",
+      "Unix time the current full verification (cycle) started; 0 if none did.", c.cycle_started_at);
+  add("borgcheck_cycle_done_ratio",
+      "Share of the current cycle done: slices done of t in a slice rotation, else segments or packs verified; "
+      "1 once it completed.",
+      c.cycle_completed_at > 0 ? 1.0
+      : c.cycle_slices         ? double(c.cycle_slices_done) / c.cycle_slices
+      : c.cycle_units          ? double(c.cycle_units_done) / double(c.cycle_units)
+                               : 0.0);
   return m;
 }
 

@@ -128,10 +128,21 @@ class JsonReporter final : public Reporter {
       const RunSummary::Coverage& c = s.coverage;
       const double oldest_age = c.oldest_verified_at > 0 && s.finished_at > 0
                                     ? std::max(0.0, s.finished_at - c.oldest_verified_at) : -1;
+      nlohmann::json cycle = nullptr;
+      if (c.cycle_started_at > 0) {
+        cycle = {{"started_at", OptionalTime(c.cycle_started_at)},
+                 {"completed_at", OptionalTime(c.cycle_completed_at)},
+                 {"units", c.cycle_units},
+                 {"units_done", c.cycle_units_done},
+                 {"slices", c.cycle_slices ? nlohmann::json(c.cycle_slices) : nlohmann::json(nullptr)},
+                 {"slices_done", c.cycle_slices ? nlohmann::json(c.cycle_slices_done) : nlohmann::json(nullptr)}};
+      }
       coverage = {{"ratio", c.ratio},
                   {"max_age_s", c.max_age_s > 0 ? nlohmann::json(c.max_age_s) : nlohmann::json(nullptr)},
                   {"units_verified", c.units_verified},
+                  {"units_partly_verified", c.units_partly_verified},
                   {"units_never_verified", c.units_never_verified},
+                  {"cycle", cycle},
                   {"full_verification_at", OptionalTime(c.full_verification_at)},
                   {"oldest_unit_verified_at", OptionalTime(c.oldest_verified_at)},
                   {"oldest_unit_age_s", oldest_age >= 0 ? nlohmann::json(oldest_age) : nlohmann::json(nullptr)},

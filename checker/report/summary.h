@@ -54,10 +54,19 @@ struct RunSummary {
     double ratio = 0;                  // share of bytes_total in units verified within max_age_s
     double max_age_s = 0;              // 0: any age counts
     uint64_t units_verified = 0;       // units with a mark within max_age_s
-    uint64_t units_never_verified = 0; // units without any mark (new, changed, never read)
-    double full_verification_at = 0;   // Unix time a full verification last completed; 0 never
+    uint64_t units_never_verified = 0; // units with no mark and no slice (new, changed, never read)
+    uint64_t units_partly_verified = 0; // units without a mark within max_age_s, some slices within
+    double full_verification_at = 0;   // Unix time a full verification (a cycle) last completed; 0 never
     double oldest_verified_at = 0;     // the oldest unit's mark; 0 when some unit has none
     std::string state_file;            // "" without a state file
+    // The cycle (full verification) in progress or just completed (docs/nightly.md); all 0
+    // when there is none.
+    double cycle_started_at = 0;
+    double cycle_completed_at = 0;     // 0: still open
+    uint64_t cycle_units = 0;          // units of the cycle still on disk
+    uint64_t cycle_units_done = 0;     // of them, verified since it started
+    uint32_t cycle_slices = 0;         // a slice run's t (0: not a slice run)
+    uint32_t cycle_slices_done = 0;    // slices done on every unit of the cycle since it started
   };
   bool has_coverage = false;
   Coverage coverage;

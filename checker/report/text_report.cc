@@ -203,12 +203,21 @@ std::string FormatCoverageLine(const RunSummary& s) {
   if (!s.has_coverage || s.coverage.state_file.empty() || s.skipped) return "";
   const RunSummary::Coverage& c = s.coverage;
   const std::string nouns = s.unit_noun + "s";
-  std::string out = fmt::format("coverage: {:.1f}% of {} verified{} ({} of {} {}{})", c.ratio * 100,
+  std::string out = fmt::format("coverage: {:.1f}% of {} verified{} ({} of {} {}{}{})", c.ratio * 100,
                                 FormatBytes(s.bytes_total),
                                 c.max_age_s > 0 ? " within " + FormatAge(c.max_age_s) : std::string(),
                                 FormatCount(c.units_verified), FormatCount(s.units_total), nouns,
+                                c.units_partly_verified ? fmt::format(", {} partly", FormatCount(c.units_partly_verified))
+                                                        : std::string(),
                                 c.units_never_verified ? fmt::format(", {} never", FormatCount(c.units_never_verified))
                                                        : std::string());
+  // The open cycle: how far this full verification got.
+  if (c.cycle_started_at > 0 && c.cycle_completed_at <= 0) {
+    out += c.cycle_slices ? fmt::format("; rotation: {} of {} slices done since {}", c.cycle_slices_done,
+                                        c.cycle_slices, FormatRfc3339(c.cycle_started_at))
+                          : fmt::format("; this cycle: {} of {} {} verified since {}", FormatCount(c.cycle_units_done),
+                                        FormatCount(c.cycle_units), nouns, FormatRfc3339(c.cycle_started_at));
+  }
   out += c.full_verification_at > 0 ? "; full verification completed " + FormatRfc3339(c.full_verification_at)
                                     : std::string("; no full verification completed yet");
   if (c.oldest_verified_at > 0 && s.finished_at > 0) {

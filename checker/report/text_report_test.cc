@@ -201,6 +201,24 @@ TEST_CASE("the coverage line of a run with a state", "[report]") {
   CHECK(FormatCoverageLine(s) ==
         "coverage: 50.0% of 270.0 KiB verified within 8d (15 of 30 segments); full verification completed "
         "2026-12-01T12:34:57.000Z; oldest segment verified 2d04h ago; state /var/lib/borgcheck/3fe7/state.json\n");
+  // An open cycle says how far it got: slices in a slice run, else units; a completed one only
+  // its date.
+  s.coverage.units_verified = 0;
+  s.coverage.units_partly_verified = 30;
+  s.coverage.cycle_started_at = 1796132097 - 2 * 86400;
+  s.coverage.cycle_units = 28;
+  s.coverage.cycle_slices = 7;
+  s.coverage.cycle_slices_done = 3;
+  CHECK(FormatCoverageLine(s) ==
+        "coverage: 50.0% of 270.0 KiB verified within 8d (0 of 30 segments, 30 partly); rotation: 3 of 7 slices "
+        "done since 2026-11-29T13:34:57.000Z; full verification completed 2026-12-01T12:34:57.000Z; oldest "
+        "segment verified 2d04h ago; state /var/lib/borgcheck/3fe7/state.json\n");
+  s.coverage.cycle_slices = 0;
+  s.coverage.cycle_units_done = 12;
+  CHECK_THAT(FormatCoverageLine(s), Catch::Contains("); this cycle: 12 of 28 segments verified since "
+                                                    "2026-11-29T13:34:57.000Z; full verification completed "));
+  s.coverage.cycle_completed_at = 1796132097;
+  CHECK_THAT(FormatCoverageLine(s), Catch::Contains("30 partly); full verification completed "));
   s.skipped = true;  // --min-interval prints its own line
   CHECK(FormatCoverageLine(s).empty());
 }

@@ -23,7 +23,8 @@ SUMMARY_KEYS = {"type", "repository", "format", "mode", "verify_data", "transact
                 # partial runs (docs/nightly.md)
                 "complete", "stopped", "subset", "sample_fraction", "sample_seed", "bytes_total", "bytes_skipped",
                 "units_total", "units_not_due", "coverage"}
-COVERAGE_KEYS = {"ratio", "max_age_s", "units_verified", "units_never_verified", "full_verification_at",
+COVERAGE_KEYS = {"ratio", "max_age_s", "units_verified", "units_partly_verified", "units_never_verified", "cycle",
+                 "full_verification_at",
                  "oldest_unit_verified_at", "oldest_unit_age_s", "state_file"}
 ERROR_KEYS = {"type", "code", "exit_code", "message"}
 PROGRESS_KEYS = {"type", "bytes_done", "bytes_total", "objects_done", "objects_total", "rate_bytes_per_s",
@@ -193,7 +194,11 @@ class JsonTestCase(CliTestCase):
             c = s["coverage"]
             self.assertEqual(set(c), COVERAGE_KEYS, c)
             self.assertTrue(0 <= c["ratio"] <= 1, c)
-            self.assertLessEqual(c["units_verified"] + c["units_never_verified"], s["units_total"], c)
+            self.assertLessEqual(c["units_verified"] + c["units_partly_verified"] + c["units_never_verified"],
+                                 s["units_total"], c)
+            if c["cycle"] is not None:
+                self.assertLessEqual(c["cycle"]["units_done"], c["cycle"]["units"], c)
+                self.assertEqual(c["cycle"]["slices"] is None, c["cycle"]["slices_done"] is None, c)
             self.assertEqual(c["oldest_unit_verified_at"] is None, c["oldest_unit_age_s"] is None, c)
         else:
             self.assertFalse(s["complete"], s)  # a complete run always knows its coverage
@@ -263,6 +268,7 @@ class Records(JsonTestCase):
              "bytes_total": 276462, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "sample_fraction": None, "sample_seed": None,
              "units_total": 30, "units_not_due": 0,
              "coverage": {"max_age_s": None, "ratio": 1.0, "state_file": None, "units_never_verified": 0,
+                          "units_partly_verified": 0, "cycle": None,
                           "units_verified": 30},
              "exit_code": 90}])
 
@@ -286,6 +292,7 @@ class Records(JsonTestCase):
              "bytes_total": 29249, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "sample_fraction": None, "sample_seed": None,
              "units_total": 12, "units_not_due": 0,
              "coverage": {"max_age_s": None, "ratio": 1.0, "state_file": None, "units_never_verified": 0,
+                          "units_partly_verified": 0, "cycle": None,
                           "units_verified": 12},
              "exit_code": 1}])
 

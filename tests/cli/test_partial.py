@@ -33,6 +33,12 @@ def summary_of(test, r):
     return records[-1], records[:-1]
 
 
+def marked_units(state):
+    """The units of a state file with a verification mark (every unit on disk has a record from
+    the run that first saw it: its seen_at)."""
+    return {name: u for name, u in state["units"].items() if "data" in u or "crc" in u}
+
+
 class PartialTestCase(CliTestCase):
     def setUp(self):
         super().setUp()
@@ -221,7 +227,7 @@ class TimeBudget(PartialTestCase):
             states = [os.path.join(self.state, d, "state.json") for d in os.listdir(self.state)]
             if states and os.path.exists(states[0]):
                 with open(states[0]) as f:
-                    marked = json.load(f)["units"]  # always a whole file: written atomically
+                    marked = marked_units(json.load(f))  # always a whole file: written atomically
                 if len(marked) >= 8:
                     break
         os.killpg(proc.pid, signal.SIGKILL)
@@ -230,7 +236,7 @@ class TimeBudget(PartialTestCase):
         self.assertGreaterEqual(len(marked), 8)
         with open(states[0]) as f:
             state = json.load(f)  # still a valid state after the kill
-        marked = state["units"]
+        marked = marked_units(state)
         self.assertLess(len(marked), 30, "the run finished before it could be killed")
         self.assertNotIn("last_run", state)
         for name, u in marked.items():
@@ -316,7 +322,8 @@ class Signals(PartialTestCase):
 class Metrics(PartialTestCase):
     COVERAGE = ["borgcheck_complete", "borgcheck_skipped_bytes", "borgcheck_coverage_ratio",
                 "borgcheck_coverage_units_verified", "borgcheck_coverage_units_never_verified",
-                "borgcheck_full_verification_timestamp_seconds", "borgcheck_oldest_verification_timestamp_seconds"]
+                "borgcheck_full_verification_timestamp_seconds", "borgcheck_oldest_verification_timestamp_seconds",
+                "borgcheck_cycle_started_timestamp_seconds", "borgcheck_cycle_done_ratio"]
 
     def metrics(self, path):
         with open(path, "rb") as f:
@@ -352,12 +359,13 @@ class Metrics(PartialTestCase):
         state = os.path.join(self.state, "s")
         self.assert_rc(self.run_borgcheck(["--max-age", "30d", "--state-dir", state, "--metrics-file", path, repo]), 0)
         values, names = self.metrics(path)
-        self.assertEqual(names[-7:], self.COVERAGE)
+        self.assertEqual(names[-9:], self.COVERAGE)
         self.assertEqual((values["borgcheck_complete"], values["borgcheck_skipped_bytes"],
                           values["borgcheck_coverage_ratio"], values["borgcheck_coverage_units_verified"],
                           values["borgcheck_coverage_units_never_verified"]), (1, 0, 1, self.units_in(state), 0))
         self.assertAlmostEqual(values["borgcheck_full_verification_timestamp_seconds"], time.time(), delta=60)
         self.assertGreater(values["borgcheck_oldest_verification_timestamp_seconds"], 0)
+        self.assertEqual(values["borgcheck_cycle_done_ratio"], 1)  # a whole run completes its cycle
 
 
 class State(PartialTestCase):
@@ -403,12 +411,12 @@ class State(PartialTestCase):
         path = self.state_file(self.first_run(repo))
         with open(path) as f:
             state = json.load(f)
-        state["borgcheck_state"] = 2
+        state["borgcheck_state"] = 3
         with open(path, "w") as f:
             json.dump(state, f)
         r = self.run_borgcheck(["--max-age", "30d", "--state-dir", self.state, repo])
-        self.assert_error_exit(r, 2, "was written by a newer borgcheck (state version 2; this borgcheck reads "
-                               "version 1): refused")
+        self.assert_error_exit(r, 2, "was written by a newer borgcheck (state version 3; this borgcheck reads "
+                               "version 2): refused")
 
     def test_a_read_only_state_folder_checks_and_exits_2(self):
         repo = self.copy_repo("borg1/v1.2.4/repos/none")

@@ -59,6 +59,11 @@ class Borg1Source final : public engine::ObjectSource {
   std::string ModeName() const override { return mode_known_ ? std::string(crypto::KeyModeName(mode_)) : std::string(); }
   Result<std::unique_ptr<engine::ObjectVerifier>> MakeVerifier() const override;
   void ReadUnit(size_t index, engine::UnitSink& sink) override;
+  bool ForEachLiveId(size_t unit, const std::function<void(const engine::ChunkId&)>& each) const override {
+    if (unit >= units_.size()) return false;
+    for (size_t i = units_[unit].lo; i < units_[unit].hi; ++i) each(plan_.live[i].id);
+    return true;
+  }
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
   void Finish(engine::FinishContext& ctx) override;
   std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {

@@ -47,6 +47,13 @@ class Borg2b5Source final : public engine::ObjectSource {
   std::string ModeName() const override { return type_ ? std::string(type_->name) : std::string(); }
   Result<std::unique_ptr<engine::ObjectVerifier>> MakeVerifier() const override;
   void ReadUnit(size_t index, engine::UnitSink& sink) override;
+  bool ForEachLiveId(size_t unit, const std::function<void(const engine::ChunkId&)>& each) const override {
+    if (unit >= plan_.segments.size()) return false;
+    for (const Borg2Entry& e : plan_.segments[unit].entries) {
+      if (e.live && IsPut(e)) each(e.id);
+    }
+    return true;
+  }
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
   void Finish(engine::FinishContext& ctx) override;
   std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {

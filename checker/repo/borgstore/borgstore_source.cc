@@ -66,6 +66,11 @@ class BorgstoreSource final : public engine::ObjectSource {
   }
   Result<std::unique_ptr<engine::ObjectVerifier>> MakeVerifier() const override;
   void ReadUnit(size_t index, engine::UnitSink& sink) override;
+  bool ForEachLiveId(size_t unit, const std::function<void(const engine::ChunkId&)>& each) const override {
+    if (unit >= layout_.packs.size()) return false;
+    for (const IndexedChunk& e : index_.EntriesOfPack(layout_.packs[unit].id)) each(e.chunk_id);
+    return true;
+  }
   void Finish(engine::FinishContext& ctx) override;
   std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {
     if (!type_) return nullptr;
