@@ -5,6 +5,10 @@
 #include <map>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "checker/report/text_report.h"
+
 namespace borgcheck::engine {
 namespace {
 
@@ -91,12 +95,25 @@ Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units
     }
     due.emplace_back(3, m->at, i);
   }
-  if (o.time_budget) {
-    std::sort(due.begin(), due.end());
-  } else {
+  if (!o.time_budget) {
     std::sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return std::get<2>(a) < std::get<2>(b); });
+    for (const auto& d : due) s.order.push_back(std::get<2>(d));
+    return s;
   }
-  for (const auto& d : due) s.order.push_back(std::get<2>(d));
+  // With a time budget, re-reads of units with known findings take every other place after the
+  // units not on disk, the least recently re-read first: at most about half of the units a
+  // run starts re-read known damage, the first one it starts is one of them (so the damage is
+  // reported every run), and the rest of the rotation still advances. Re-reading them first,
+  // all of them, let a few damaged units fill every night's budget: nothing else was ever
+  // verified again, and new damage elsewhere went unseen.
+  std::sort(due.begin(), due.end());
+  auto rest = std::find_if(due.begin(), due.end(), [](const auto& d) { return std::get<0>(d) >= 2; });
+  auto known = std::find_if(due.begin(), rest, [](const auto& d) { return std::get<0>(d) >= 1; });
+  for (auto it = due.begin(); it != known; ++it) s.order.push_back(std::get<2>(*it));
+  for (auto k = known, r = rest; k != rest || r != due.end();) {
+    if (k != rest) s.order.push_back(std::get<2>(*k++));
+    if (r != due.end()) s.order.push_back(std::get<2>(*r++));
+  }
   return s;
 }
 
@@ -265,6 +282,16 @@ StateFile StateRecorder::Snapshot() const {
 namespace borgcheck::engine {
 namespace {
 
+// What --max-duration covers, said in every run that has one (docs/nightly.md "The time budget").
+std::string BudgetNote(double max_duration_s, const std::string& unit_noun) {
+  const std::string noun = unit_noun.empty() ? "unit" : unit_noun;
+  return fmt::format("the time budget ({}) counts from the start of the run (planning and the key included) and "
+                     "decides which {}s are read: no {} starts once it is spent, those being read finish; the "
+                     "archive pass of a --verify-data run comes after the reading and runs whole, outside the "
+                     "budget (see the `phase` lines)",
+                     report::FormatDuration(max_duration_s), noun, noun);
+}
+
 double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -392,17 +419,25 @@ void PartialRun::StartReading(const ObjectFilter& filter) {
 }
 
 bool PartialRun::MayStart() {
-  if (OutOfTime() && started_.load() > 0) return false;
+  // The test clock (CheckOptions::test_budget_s_per_unit) decides in Admit alone, on the main
+  // thread, so that which units are read does not depend on when a worker takes its task.
+  if (opts_.test_budget_s_per_unit <= 0 && OutOfTime() && started_.load() > 0) return false;
   started_.fetch_add(1);
   return true;
 }
 
 bool PartialRun::OutOfTime() {
-  if (opts_.max_duration_s <= 0 || started_.load() == 0) return false;
+  if (opts_.max_duration_s <= 0) return false;
   if (out_of_time_.load(std::memory_order_relaxed)) return true;
-  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() < opts_.max_duration_s) {
-    return false;
+  double spent;
+  if (opts_.test_budget_s_per_unit > 0) {
+    if (admitted_ == 0) return false;
+    spent = double(admitted_) * opts_.test_budget_s_per_unit;
+  } else {
+    if (started_.load() == 0) return false;
+    spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
+  if (spent < opts_.max_duration_s) return false;
   out_of_time_.store(true);
   return true;
 }
@@ -433,6 +468,7 @@ std::vector<uint8_t> PartialRun::UnitsRead() const {
 Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix) {
   sum.complete = finished && Complete();
   sum.stopped = stopped_by_signal ? "signal" : out_of_time_.load() ? "time-budget" : "";
+  if (opts_.max_duration_s > 0) sum.notes.push_back(BudgetNote(opts_.max_duration_s, sum.unit_noun));
   sum.bytes_total = total_bytes_;
   sum.bytes_read = std::min(bytes_read_.load(), total_bytes_);
   sum.bytes_skipped = total_bytes_ - sum.bytes_read;
