@@ -16,7 +16,7 @@ namespace {
 const UnitRecord* CurrentRecord(const StateFile* state, const UnitView& u) {
   if (!state || !u.identity) return nullptr;
   auto it = state->units.find(u.key);
-  if (it == state->units.end() || !(it->second.identity == *u.identity)) return nullptr;
+  if (it == state->units.end() || !SameFile(it->second.identity, *u.identity)) return nullptr;
   return &it->second;
 }
 
@@ -30,13 +30,25 @@ bool HadFindings(const UnitRecord& r, CheckLevel level) {
                      [](const auto& kv) { return kv.second.result != UnitResult::kClean; });
 }
 
-// Whether the state knows of something wrong in a unit still on disk. A run stopped by a signal
-// saves such marks but no `last_run`, so --min-interval must look at the units too, not only at
-// the last run.
-bool AnyUnitNotClean(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level) {
-  return std::any_of(units.begin(), units.end(), [&](const UnitView& u) {
-    const UnitRecord* r = u.on_disk ? CurrentRecord(&state, u) : nullptr;
-    return r && HadFindings(*r, level);
+// Whether the state's marks vouch for every unit on disk now, for --min-interval: each unit the
+// state has a record of is the file that was verified (same identity) and its mark at this level
+// is clean. A record whose identity differs is a unit that was not the one verified (a copy
+// restored onto this path, a segment number reused); a unit without a record was written after
+// the state's last save (a backup since: each run's save keeps a record of every unit it marked,
+// and a completed full verification marked every unit then on disk), which --min-interval
+// knowingly leaves to the next check. A unit that cannot be stat'ed vouches for nothing. A run
+// stopped by a signal saves marks but no `last_run`, so --min-interval looks at the units too,
+// not only at the last run.
+bool MarksVouchForEveryUnit(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level) {
+  return std::all_of(units.begin(), units.end(), [&](const UnitView& u) {
+    if (!u.on_disk) return false;
+    if (!u.identity) return false;
+    auto it = state.units.find(u.key);
+    if (it == state.units.end()) return true;
+    const UnitRecord* r = CurrentRecord(&state, u);
+    if (!r || HadFindings(*r, level)) return false;
+    std::optional<UnitMark> m = r->MarkFor(level);
+    return m && m->result == UnitResult::kClean;
   });
 }
 
@@ -167,10 +179,8 @@ void StateRecorder::UnitVerified(size_t unit, UnitResult result) {
   std::lock_guard<std::mutex> lock(mu_);
   const double now = now_();
   UnitRecord& r = state_.units[u.key];
-  if (!(r.identity == *u.identity)) {  // another file now: its marks are void
-    r = UnitRecord();
-    r.identity = *u.identity;
-  }
+  if (!SameFile(r.identity, *u.identity)) r = UnitRecord();  // another file now: its marks are void
+  r.identity = *u.identity;  // a record of an earlier borgcheck gets its ctime
   std::optional<UnitMark>& mark = level_ == CheckLevel::kData ? r.data : r.crc;
   if (!slice_) {
     mark = UnitMark{now, now, result, false};
@@ -323,7 +333,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
       units_on_disk_++;
       if (use_state) {
         if (Result<io::FileStat> st = env_.Stat(u.path); st.ok() && st->type == io::EntryType::kRegular) {
-          v.identity = UnitIdentity{st->size, st->mtime_ns, st->inode};
+          v.identity = UnitIdentity{st->size, st->mtime_ns, st->inode, st->ctime_ns};
         }
       }
     }
@@ -351,18 +361,21 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     if (plan.repository_id.empty()) {
       warnings.push_back("the repository id is unknown: this run reads no state and saves none");
     } else {
-      Result<StateDir::Opened> opened = StateDir::Open(opts_.state_dir, plan.repository_id);
+      // One state per repository id and path: a copy elsewhere has the same id (unit_state.h).
+      const std::string path = CanonicalRepositoryPath(opts_.repository);
+      Result<StateDir::Opened> opened = StateDir::Open(opts_.state_dir, plan.repository_id, path);
       if (!opened.ok()) return opened.status();
       for (std::string& w : opened->warnings) warnings.push_back(std::move(w));
       dir_ = std::move(opened->dir);
       state_ = std::move(opened->state);
-      state_.repository = opts_.repository;
+      state_.repository = path;
       have_state_ = true;
     }
   }
 
   // --min-interval: a clean full verification within it, nothing found since (the last run, and
-  // every unit's mark), nothing known to be wrong now (the plan's findings): nothing to do.
+  // every unit's mark), nothing known to be wrong now (the plan's findings), and the marks are
+  // of the units on disk now (MarksVouchForEveryUnit): nothing to do.
   if (opts_.min_interval_s > 0 && have_state_) {
     std::optional<FullVerification> full = state_.Full(level_);
     if (level_ == CheckLevel::kCrc && state_.full_data &&
@@ -372,7 +385,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     const double now = Now();
     if (full && full->clean && now - full->completed_at < opts_.min_interval_s && state_.last_run_at &&
         state_.last_run_errors == 0 && state_.last_run_warnings == 0 && plan.findings.empty() &&
-        !AnyUnitNotClean(state_, views_, level_)) {
+        MarksVouchForEveryUnit(state_, views_, level_)) {
       sum.skipped = true;
       sum.complete = false;
       sum.has_coverage = true;

@@ -7,6 +7,7 @@ and the test hooks' guard.
 The state folders live outside the test folder (which must not change: cli_support), one per
 test. The test hooks need BORGCHECK_TEST_HOOKS (checker/cli/partial_args.h)."""
 
+import glob
 import json
 import os
 import shutil
@@ -50,7 +51,10 @@ class PartialTestCase(CliTestCase):
         return self.copy_generation(where)
 
     def state_file(self, summary):
-        return os.path.join(self.state, summary["repository_id"], "state.json")
+        """The state file of a run (<state>/<repository id>/<path>/state.json), as it says."""
+        path = summary["coverage"]["state_file"]
+        self.assertEqual(os.path.dirname(os.path.dirname(path)), os.path.join(self.state, summary["repository_id"]))
+        return path
 
     def run_json(self, args, env=None, rc=0):
         """The summary and the other records of a --json run; rc None: any exit code (the
@@ -218,7 +222,7 @@ class TimeBudget(PartialTestCase):
         marked, states = {}, []
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            states = [os.path.join(self.state, d, "state.json") for d in os.listdir(self.state)]
+            states = glob.glob(os.path.join(self.state, "*", "*", "state.json"))
             if states and os.path.exists(states[0]):
                 with open(states[0]) as f:
                     marked = json.load(f)["units"]  # always a whole file: written atomically
@@ -334,8 +338,8 @@ class Metrics(PartialTestCase):
 
     @staticmethod
     def units_in(state):
-        [repo_id] = os.listdir(state)
-        with open(os.path.join(state, repo_id, "state.json")) as f:
+        [path] = glob.glob(os.path.join(state, "*", "*", "state.json"))
+        with open(path) as f:
             return len(json.load(f)["units"])
 
     def test_partial_runs_and_runs_with_a_state_export_their_coverage(self):
@@ -412,7 +416,7 @@ class State(PartialTestCase):
 
     def test_a_read_only_state_folder_checks_and_exits_2(self):
         repo = self.copy_repo("borg1/v1.2.4/repos/none")
-        folder = os.path.join(self.state, self.first_run(repo)["repository_id"])
+        folder = os.path.dirname(self.state_file(self.first_run(repo)))
         os.chmod(folder, 0o555)
         args = ["--max-duration", "1h", "--state-dir", self.state, repo]
         # root writes into any folder: run as nobody, who can read the copies but not write.
