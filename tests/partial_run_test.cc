@@ -281,6 +281,16 @@ struct StateFolder {
   std::string path;
 };
 
+// The one state file under a --state-dir (<id>/<path>/state.json).
+std::string StateFileIn(const std::string& base) {
+  std::vector<std::string> found;
+  for (const fs::directory_entry& e : fs::recursive_directory_iterator(base)) {
+    if (e.path().filename() == engine::kStateFileName) found.push_back(e.path().string());
+  }
+  REQUIRE(found.size() == 1);
+  return found[0];
+}
+
 engine::StateFile ReadState(const std::string& path) {
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
@@ -331,7 +341,7 @@ TEST_CASE("a time budget verifies every unit once before any is verified again a
   const size_t done = sequence.size() - units_total;
   for (size_t i = 0; i < next.units.size() && done + i < units_total; ++i) CHECK(next.units[i] == sequence[done + i]);
   const engine::StateFile st =
-      ReadState(state.path + "/" + next.out.summary.repository_id + "/" + engine::kStateFileName);
+      ReadState(next.out.summary.coverage.state_file);
   CHECK(st.units.size() == units_total);
   REQUIRE(st.full_data.has_value());
   CHECK(st.full_data->clean);
@@ -371,7 +381,7 @@ TEST_CASE("a damaged segment found in one partial run is verified again and repo
     CHECK(again.out.findings[0].stage == report::Stage::kAuthentication);
   }
   const engine::StateFile st =
-      ReadState(state.path + "/" + one.out.summary.repository_id + "/" + engine::kStateFileName);
+      ReadState(one.out.summary.coverage.state_file);
   REQUIRE(st.units.count("segment 2"));
   REQUIRE(st.units.at("segment 2").data.has_value());
   CHECK(st.units.at("segment 2").data->result == engine::UnitResult::kErrors);
@@ -399,7 +409,7 @@ TEST_CASE("a stop mid-run reports the findings so far and marks only units read 
   REQUIRE(out.summary.errors == 1);  // the MAC failure in segment 2, found before the stop
   CHECK(out.findings[0].segment == 2u);
   CHECK(out.summary.objects_verified < out.summary.objects_total);
-  const engine::StateFile st = ReadState(state.path + "/" + out.summary.repository_id + "/" + engine::kStateFileName);
+  const engine::StateFile st = ReadState(out.summary.coverage.state_file);
   // Segments 0..4 were read whole; 5 was cut short by the stop; none after it was started. (Every
   // unit on disk has a record from the start of the run, its seen_at; only those read have a mark.)
   std::set<std::string> marked;
@@ -422,7 +432,7 @@ TEST_CASE("a unit that vanishes mid-run is not marked but the units read before 
   o.state_dir = state.path;
   Run r = CheckWith(Gen::kBorg1, o, env);
   REQUIRE(r.out.status.code() == StatusCode::kRepositoryChanged);
-  const engine::StateFile st = ReadState(state.path + "/" + r.out.summary.repository_id + "/" + engine::kStateFileName);
+  const engine::StateFile st = ReadState(r.out.summary.coverage.state_file);
   std::set<std::string> marked;
   for (const auto& [key, u] : st.units) {
     if (u.crc) marked.insert(key);
@@ -445,7 +455,9 @@ TEST_CASE("the state: corrupt or another repository's or a newer version or an u
   REQUIRE(first.out.status.ok());
   const std::string id = first.out.summary.repository_id;
   REQUIRE(id.size() == 64);
-  const std::string file = state.path + "/" + id + "/" + engine::kStateFileName;
+  const std::string file = first.out.summary.coverage.state_file;
+  REQUIRE(file == state.path + "/" + id + "/" + engine::StateFolderName(engine::CanonicalRepositoryPath(repo.path())) +
+                      "/" + engine::kStateFileName);
   REQUIRE(fs::exists(file));
   CHECK(first.out.warnings.empty());
 
@@ -489,7 +501,8 @@ TEST_CASE("the state: corrupt or another repository's or a newer version or an u
     CHECK_FALSE(r.out.state_status.ok());
   }
   SECTION("another run holds the state: refused") {
-    Result<engine::StateDir::Opened> held = engine::StateDir::Open(state.path, id);
+    Result<engine::StateDir::Opened> held =
+        engine::StateDir::Open(state.path, id, engine::CanonicalRepositoryPath(repo.path()));
     REQUIRE(held.ok());
     Run r = CheckWith(Gen::kBorg1, o);
     REQUIRE(r.out.status.code() == StatusCode::kIoError);
@@ -561,7 +574,7 @@ TEST_CASE("min-interval never skips while a unit's mark is not clean (a signal-s
   Run first = CheckWith(Gen::kBorg1, o);
   REQUIRE(first.out.status.ok());
   REQUIRE(first.out.summary.complete);
-  const std::string file = state.path + "/" + first.out.summary.repository_id + "/" + engine::kStateFileName;
+  const std::string file = first.out.summary.coverage.state_file;
   engine::StateFile st = ReadState(file);
   REQUIRE_FALSE(st.units.empty());
   engine::UnitRecord& u = st.units.begin()->second;
@@ -599,9 +612,7 @@ TEST_CASE("slices with a state mark a unit verified once every slice of it is do
     CHECK(r.out.summary.coverage.units_verified == (k < 3 ? 0u : 30u));
     CHECK((r.out.summary.coverage.full_verification_at > 0) == (k == 3));
   }
-  const engine::StateFile st = ReadState(state.path + "/" + ReadState(state.path + "/" +
-      fs::directory_iterator(state.path)->path().filename().string() + "/" + engine::kStateFileName).repository_id +
-      "/" + engine::kStateFileName);
+  const engine::StateFile st = ReadState(StateFileIn(state.path));
   for (const auto& [key, u] : st.units) {
     REQUIRE(u.crc.has_value());
     CHECK(u.crc->by_slices);
@@ -618,8 +629,7 @@ TEST_CASE("slices with a state mark a unit verified once every slice of it is do
   CHECK(again.units.size() == 30);  // a slice run leaves nothing out for --max-age
   CHECK(again.out.summary.coverage.units_verified == 30u);
   CHECK(again.out.summary.coverage.ratio == 1.0);
-  const engine::StateFile after = ReadState(state.path + "/" + again.out.summary.repository_id + "/" +
-                                            engine::kStateFileName);
+  const engine::StateFile after = ReadState(again.out.summary.coverage.state_file);
   for (const auto& [key, u] : after.units) {
     REQUIRE(u.crc.has_value());
     CHECK(u.crc->at == Approx(t0 + 2 * day).margin(60));

@@ -187,6 +187,16 @@ Status ApplyPartialArgs(const PartialRaw& raw, run::CheckOptions& o, std::vector
     o.checkpoint_interval_s = s;
     hook_notes.push_back(std::string("TEST hook BORGCHECK_TEST_CHECKPOINT_S=") + t + " in effect");
   }
+  if (const char* t = hooks ? Env("BORGCHECK_TEST_BUDGET_S_PER_UNIT") : nullptr) {
+    char* end = nullptr;
+    double s = std::strtod(t, &end);
+    if (*end != '\0' || !(s > 0 && s <= 86400)) {
+      return Invalid("BORGCHECK_TEST_BUDGET_S_PER_UNIT must be 0..86400 seconds");
+    }
+    o.test_budget_s_per_unit = s;
+    hook_notes.push_back(std::string("TEST hook BORGCHECK_TEST_BUDGET_S_PER_UNIT=") + t +
+                         " in effect (the time budget counts units, not time)");
+  }
 
   if (!raw.subset.empty()) {
     Result<SubsetChoice> c = ParseSubset(raw.subset, today);

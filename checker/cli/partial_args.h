@@ -10,6 +10,7 @@
 //                                     (noon of that day) for the state
 //   BORGCHECK_TEST_READ_DELAY_US=N    every read of the repository sleeps N microseconds first
 //   BORGCHECK_TEST_CHECKPOINT_S=X     seconds between state checkpoints (default 60)
+//   BORGCHECK_TEST_BUDGET_S_PER_UNIT=X  the time budget's clock: X seconds per unit started
 //
 // Thread contract: pure functions and reads of the environment; main thread only.
 #pragma once

@@ -50,12 +50,17 @@ struct CheckOptions {
   double max_age_s = 0;       // --max-age: units verified longer ago are due again (0: none)
   double min_interval_s = 0;  // --min-interval: skip the run after a full verification within it
   // The state folder's base (--state-dir, $STATE_DIRECTORY, $XDG_STATE_HOME/borgcheck); the
-  // state of repository <id> lives in <state_dir>/<id>/. "": no state is read or written.
+  // state of repository <id> at path P lives in <state_dir>/<id>/<P as unit_state.h spells it>/.
+  // "": no state is read or written.
   std::string state_dir;
   // Seconds between state checkpoints (0: the engine's default, engine/unit_state.h).
   double checkpoint_interval_s = 0;
   // Unix time to count as "now" for the state (0: the clock). Tests only.
   double now_unix = 0;
+  // The time budget's clock counts this many seconds per unit started instead of the time that
+  // passed (0: the clock), so that a test's budget admits an exact number of units whatever the
+  // machine's speed. Tests only (BORGCHECK_TEST_BUDGET_S_PER_UNIT).
+  double test_budget_s_per_unit = 0;
   // Benchmarking and tests only (BORGCHECK_LANES=0): false makes every verifier hash one object
   // at a time instead of several in hash lanes (crypto/hash_pipeline.h), so that bench/compare
   // can measure what the lanes gain. The findings are the same (tests/lanes_test.cc).

@@ -384,6 +384,7 @@ void Engine::ReadAll() {
   // otherwise: partial_run.h); no unit starts once the time budget is spent.
   for (size_t u : partial_.order()) {
     if (Stopping() || partial_.OutOfTime()) break;
+    partial_.Admit();
     if (plan_.in_order && !partial_.MayStart()) break;
     auto tracker = std::make_shared<UnitTracker>();
     tracker->unit_bytes = plan_.units[u].bytes;

@@ -5,6 +5,10 @@
 #include <map>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "checker/report/text_report.h"
+
 namespace borgcheck::engine {
 namespace {
 
@@ -12,7 +16,7 @@ namespace {
 const UnitRecord* CurrentRecord(const StateFile* state, const UnitView& u) {
   if (!state || !u.identity) return nullptr;
   auto it = state->units.find(u.key);
-  if (it == state->units.end() || !(it->second.identity == *u.identity)) return nullptr;
+  if (it == state->units.end() || !SameFile(it->second.identity, *u.identity)) return nullptr;
   return &it->second;
 }
 
@@ -26,13 +30,25 @@ bool HadFindings(const UnitRecord& r, CheckLevel level) {
                      [](const auto& kv) { return kv.second.result != UnitResult::kClean; });
 }
 
-// Whether the state knows of something wrong in a unit still on disk. A run stopped by a signal
-// saves such marks but no `last_run`, so --min-interval must look at the units too, not only at
-// the last run.
-bool AnyUnitNotClean(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level) {
-  return std::any_of(units.begin(), units.end(), [&](const UnitView& u) {
-    const UnitRecord* r = u.on_disk ? CurrentRecord(&state, u) : nullptr;
-    return r && HadFindings(*r, level);
+// Whether the state's marks vouch for every unit on disk now, for --min-interval: each unit the
+// state has a record of is the file that was verified (same identity) and its mark at this level
+// is clean. A record whose identity differs is a unit that was not the one verified (a copy
+// restored onto this path, a segment number reused); a unit without a record was written after
+// the state's last save (a backup since: each run's save keeps a record of every unit it marked,
+// and a completed full verification marked every unit then on disk), which --min-interval
+// knowingly leaves to the next check. A unit that cannot be stat'ed vouches for nothing. A run
+// stopped by a signal saves marks but no `last_run`, so --min-interval looks at the units too,
+// not only at the last run.
+bool MarksVouchForEveryUnit(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level) {
+  return std::all_of(units.begin(), units.end(), [&](const UnitView& u) {
+    if (!u.on_disk) return false;
+    if (!u.identity) return false;
+    auto it = state.units.find(u.key);
+    if (it == state.units.end()) return true;
+    const UnitRecord* r = CurrentRecord(&state, u);
+    if (!r || HadFindings(*r, level)) return false;
+    std::optional<UnitMark> m = r->MarkFor(level);
+    return m && m->result == UnitResult::kClean;
   });
 }
 
@@ -141,12 +157,25 @@ Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units
     }
     due.emplace_back(3, m->at, i);
   }
-  if (o.time_budget) {
-    std::sort(due.begin(), due.end());
-  } else {
+  if (!o.time_budget) {
     std::sort(due.begin(), due.end(), [](const auto& a, const auto& b) { return std::get<2>(a) < std::get<2>(b); });
+    for (const auto& d : due) s.order.push_back(std::get<2>(d));
+    return s;
   }
-  for (const auto& d : due) s.order.push_back(std::get<2>(d));
+  // With a time budget, re-reads of units with known findings take every other place after the
+  // units not on disk, the least recently re-read first: at most about half of the units a
+  // run starts re-read known damage, the first one it starts is one of them (so the damage is
+  // reported every run), and the rest of the rotation still advances. Re-reading them first,
+  // all of them, let a few damaged units fill every night's budget: nothing else was ever
+  // verified again, and new damage elsewhere went unseen.
+  std::sort(due.begin(), due.end());
+  auto rest = std::find_if(due.begin(), due.end(), [](const auto& d) { return std::get<0>(d) >= 2; });
+  auto known = std::find_if(due.begin(), rest, [](const auto& d) { return std::get<0>(d) >= 1; });
+  for (auto it = due.begin(); it != known; ++it) s.order.push_back(std::get<2>(*it));
+  for (auto k = known, r = rest; k != rest || r != due.end();) {
+    if (k != rest) s.order.push_back(std::get<2>(*k++));
+    if (r != due.end()) s.order.push_back(std::get<2>(*r++));
+  }
   return s;
 }
 
@@ -253,10 +282,8 @@ void StateRecorder::UnitVerified(size_t unit, UnitResult result) {
   std::lock_guard<std::mutex> lock(mu_);
   const double now = now_();
   UnitRecord& r = state_.units[u.key];
-  if (!(r.identity == *u.identity)) {  // another file now: its marks are void
-    r = UnitRecord();
-    r.identity = *u.identity;
-  }
+  if (!SameFile(r.identity, *u.identity)) r = UnitRecord();  // another file now: its marks are void
+  r.identity = *u.identity;  // a record of an earlier borgcheck gets its ctime
   std::optional<UnitMark>& mark = level_ == CheckLevel::kData ? r.data : r.crc;
   if (!slice_) {
     mark = UnitMark{now, now, result, false};
@@ -359,6 +386,16 @@ StateFile StateRecorder::Snapshot() const {
 namespace borgcheck::engine {
 namespace {
 
+// What --max-duration covers, said in every run that has one (docs/nightly.md "The time budget").
+std::string BudgetNote(double max_duration_s, const std::string& unit_noun) {
+  const std::string noun = unit_noun.empty() ? "unit" : unit_noun;
+  return fmt::format("the time budget ({}) counts from the start of the run (planning and the key included) and "
+                     "decides which {}s are read: no {} starts once it is spent, those being read finish; the "
+                     "archive pass of a --verify-data run comes after the reading and runs whole, outside the "
+                     "budget (see the `phase` lines)",
+                     report::FormatDuration(max_duration_s), noun, noun);
+}
+
 double WallNow() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
@@ -390,7 +427,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
       units_on_disk_++;
       if (use_state) {
         if (Result<io::FileStat> st = env_.Stat(u.path); st.ok() && st->type == io::EntryType::kRegular) {
-          v.identity = UnitIdentity{st->size, st->mtime_ns, st->inode};
+          v.identity = UnitIdentity{st->size, st->mtime_ns, st->inode, st->ctime_ns};
         }
       }
     }
@@ -418,18 +455,21 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     if (plan.repository_id.empty()) {
       warnings.push_back("the repository id is unknown: this run reads no state and saves none");
     } else {
-      Result<StateDir::Opened> opened = StateDir::Open(opts_.state_dir, plan.repository_id);
+      // One state per repository id and path: a copy elsewhere has the same id (unit_state.h).
+      const std::string path = CanonicalRepositoryPath(opts_.repository);
+      Result<StateDir::Opened> opened = StateDir::Open(opts_.state_dir, plan.repository_id, path);
       if (!opened.ok()) return opened.status();
       for (std::string& w : opened->warnings) warnings.push_back(std::move(w));
       dir_ = std::move(opened->dir);
       state_ = std::move(opened->state);
-      state_.repository = opts_.repository;
+      state_.repository = path;
       have_state_ = true;
     }
   }
 
   // --min-interval: a clean full verification within it, nothing found since (the last run, and
-  // every unit's mark), nothing known to be wrong now (the plan's findings): nothing to do.
+  // every unit's mark), nothing known to be wrong now (the plan's findings), and the marks are
+  // of the units on disk now (MarksVouchForEveryUnit): nothing to do.
   if (opts_.min_interval_s > 0 && have_state_) {
     std::optional<FullVerification> full = state_.Full(level_);
     if (level_ == CheckLevel::kCrc && state_.full_data &&
@@ -439,7 +479,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     const double now = Now();
     if (full && full->clean && now - full->completed_at < opts_.min_interval_s && state_.last_run_at &&
         state_.last_run_errors == 0 && state_.last_run_warnings == 0 && plan.findings.empty() &&
-        !AnyUnitNotClean(state_, views_, level_)) {
+        MarksVouchForEveryUnit(state_, views_, level_)) {
       sum.skipped = true;
       sum.complete = false;
       sum.has_coverage = true;
@@ -486,17 +526,25 @@ void PartialRun::StartReading(const ObjectFilter& filter) {
 }
 
 bool PartialRun::MayStart() {
-  if (OutOfTime() && started_.load() > 0) return false;
+  // The test clock (CheckOptions::test_budget_s_per_unit) decides in Admit alone, on the main
+  // thread, so that which units are read does not depend on when a worker takes its task.
+  if (opts_.test_budget_s_per_unit <= 0 && OutOfTime() && started_.load() > 0) return false;
   started_.fetch_add(1);
   return true;
 }
 
 bool PartialRun::OutOfTime() {
-  if (opts_.max_duration_s <= 0 || started_.load() == 0) return false;
+  if (opts_.max_duration_s <= 0) return false;
   if (out_of_time_.load(std::memory_order_relaxed)) return true;
-  if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count() < opts_.max_duration_s) {
-    return false;
+  double spent;
+  if (opts_.test_budget_s_per_unit > 0) {
+    if (admitted_ == 0) return false;
+    spent = double(admitted_) * opts_.test_budget_s_per_unit;
+  } else {
+    if (started_.load() == 0) return false;
+    spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
+  if (spent < opts_.max_duration_s) return false;
   out_of_time_.store(true);
   return true;
 }
@@ -527,6 +575,7 @@ std::vector<uint8_t> PartialRun::UnitsRead() const {
 Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix) {
   sum.complete = finished && Complete();
   sum.stopped = stopped_by_signal ? "signal" : out_of_time_.load() ? "time-budget" : "";
+  if (opts_.max_duration_s > 0) sum.notes.push_back(BudgetNote(opts_.max_duration_s, sum.unit_noun));
   sum.bytes_total = total_bytes_;
   sum.bytes_read = std::min(bytes_read_.load(), total_bytes_);
   sum.bytes_skipped = total_bytes_ - sum.bytes_read;

@@ -2,12 +2,14 @@
 // the state file as it goes (the StateRecorder), and the coverage the summary reports. The
 // engine (engine.cc) calls these; the state file itself is unit_state.h.
 //
-// The schedule (docs/nightly.md "Order"): units that are not on disk first (their loss is
-// reported every run, reading costs nothing), then units whose last result had findings (always
-// re-verified), then units never verified (or whose identity changed: compacted, replaced), in
-// plan order, then the rest by when they were last verified, oldest first. With --max-age, a unit
-// verified clean within it is not due and is left out; without, every unit is due and a time
-// budget decides how far down the list a run gets. A run without a time budget reads its units
+// The schedule (docs/nightly.md "The time budget: what it covers, and the order"): units that are not on disk first (their loss is
+// reported every run, reading costs nothing), then units never verified (or whose identity
+// changed: compacted, replaced), in plan order, then the rest by when they were last verified,
+// oldest first; units whose last result had findings are always due and, with a time budget,
+// take every other place from the start of that list (the least recently re-read first), so
+// that known damage is re-read and reported every run without crowding out the rest. With
+// --max-age, a unit verified clean within it is not due and is left out; without, every unit is
+// due and a time budget decides how far down the list a run gets. A run without a time budget reads its units
 // in plan (disk) order: it reads them all anyway, and borg 1.x's index-vs-log comparison needs
 // plan order.
 //
@@ -165,6 +167,8 @@ class PartialRun {
   // The time budget (--max-duration): whether no further unit is to be started. A run starts at
   // least one unit however long planning took, so that a rotation always advances.
   bool OutOfTime();
+  // The main thread hands a unit to be read (after OutOfTime said no). Main thread only.
+  void Admit() { ++admitted_; }
   // Right before a unit is read: false when the budget is spent (then the unit is not read).
   bool MayStart();
 
@@ -225,6 +229,7 @@ class PartialRun {
   std::unique_ptr<UnitCounters[]> units_;
   size_t unit_count_ = 0;
 
+  uint64_t admitted_ = 0;  // main thread only (Admit, and OutOfTime under the test clock)
   std::atomic<bool> out_of_time_{false};
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> bytes_read_{0};

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -17,6 +18,7 @@ namespace {
 using nlohmann::json;
 
 constexpr uint64_t kMaxStateFile = 256ull << 20;  // ~1.5 million units
+constexpr size_t kMaxFolderName = 200;            // of a path's state folder (NAME_MAX is 255)
 
 std::string Errno(int e) { return std::strerror(e); }
 
@@ -149,7 +151,82 @@ Result<std::optional<std::string>> ReadFile(const std::string& path) {
   return std::optional<std::string>(std::move(text));
 }
 
+// 16 hex digits of FNV-1a 64: only to keep an over-long folder name unique (the state file
+// records the whole path, and Open compares it).
+std::string Fnv1a64Hex(std::string_view s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+// Whether a state's recorded path names the same folder as `repository_path` (both resolved
+// now: a legacy file recorded the path as given on the command line).
+bool SamePath(const std::string& recorded, const std::string& repository_path) {
+  if (recorded == repository_path) return true;
+  if (recorded.empty() || recorded[0] != '/') return false;  // relative to a working folder we do not know
+  return CanonicalRepositoryPath(recorded) == repository_path;
+}
+
+// A state of the version-1 layout (<id>/state.json, one per repository id) is moved to the
+// folder of the path it recorded, when that is this run's path; it stays where it is otherwise
+// (the run of that path moves it). It is moved under the old layout's lock, so an older
+// borgcheck that uses it now is not raced.
+Status MigrateLegacyState(const std::string& id_dir, const std::string& path, const std::string& repository_path,
+                          bool writable) {
+  const std::string legacy = id_dir + "/" + kStateFileName;
+  struct stat st;
+  if (!writable || ::stat(legacy.c_str(), &st) != 0 || ::stat(path.c_str(), &st) == 0) return Status::Ok();
+  const std::string lock = id_dir + "/lock";
+  int fd = ::open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return Status::Ok();  // not ours to move then: the run starts from an empty state
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return Status(StatusCode::kIoError,
+                  "another borgcheck run is using the state of this repository (" + lock +
+                      " is locked): run one check of a repository at a time, or wait for it");
+  }
+  Result<std::optional<std::string>> text = ReadFile(legacy);
+  if (text.ok() && text->has_value()) {
+    Result<StateFile> parsed = ParseState(**text);
+    // Renamed as it is (one file system, atomic): Open accepts its recorded path by SamePath,
+    // and the run's first save records the resolved one.
+    if (parsed.ok() && SamePath(parsed->repository, repository_path)) ::rename(legacy.c_str(), path.c_str());
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
 }  // namespace
+
+bool SameFile(const UnitIdentity& recorded, const UnitIdentity& now) {
+  return recorded.size == now.size && recorded.mtime_ns == now.mtime_ns && recorded.inode == now.inode &&
+         (recorded.ctime_ns == 0 || recorded.ctime_ns == now.ctime_ns);
+}
+
+std::string CanonicalRepositoryPath(const std::string& repository) {
+  std::error_code ec;
+  std::filesystem::path p = std::filesystem::canonical(repository, ec);
+  if (ec) p = std::filesystem::absolute(repository, ec).lexically_normal();
+  std::string out = ec ? repository : p.string();
+  while (out.size() > 1 && out.back() == '/') out.pop_back();
+  return out;
+}
+
+std::string StateFolderName(const std::string& canonical_path) {
+  std::string name;
+  for (size_t i = canonical_path.starts_with('/') ? 1 : 0; i < canonical_path.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(canonical_path[i]);
+    if (c == '/') name += '+';
+    else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' || (c == '.' && !name.empty())) name += char(c);
+    else name += fmt::format("%{:02X}", c);
+  }
+  if (name.empty()) name = "+";  // the root folder
+  if (name.size() > kMaxFolderName) name = name.substr(0, kMaxFolderName - 17) + "~" + Fnv1a64Hex(canonical_path);
+  return name;
+}
 
 const char* CheckLevelName(CheckLevel l) { return l == CheckLevel::kData ? "data" : "crc"; }
 
@@ -173,6 +250,7 @@ std::string FormatState(const StateFile& s) {
   for (const auto& [key, u] : s.units) {
     json j = {{"size", u.identity.size}, {"mtime_ns", u.identity.mtime_ns}, {"inode", u.identity.inode},
               {"seen_at", u.seen_at}};
+    if (u.identity.ctime_ns) j["ctime_ns"] = u.identity.ctime_ns;
     if (u.data) j["data"] = MarkJson(*u.data);
     if (u.crc) j["crc"] = MarkJson(*u.crc);
     if (u.slices_t && !u.slices.empty()) {
@@ -271,6 +349,11 @@ Result<StateFile> ParseState(std::string_view text) {
       const json& mt = Field(u, "mtime_ns");
       if (!mt.is_number_integer()) throw Corrupt{"\"mtime_ns\" is not an integer"};
       r.identity.mtime_ns = mt.get<int64_t>();
+      if (u.contains("ctime_ns")) {
+        const json& ct = u["ctime_ns"];
+        if (!ct.is_number_integer()) throw Corrupt{"\"ctime_ns\" is not an integer"};
+        r.identity.ctime_ns = ct.get<int64_t>();
+      }
       r.identity.inode = Count(u, "inode");
       if (u.contains("seen_at")) r.seen_at = Time(u, "seen_at");  // version 1: 0, before any cycle
       if (u.contains("data")) r.data = MarkFrom(u["data"]);
@@ -300,23 +383,26 @@ Result<StateFile> ParseState(std::string_view text) {
   }
 }
 
-Result<StateDir::Opened> StateDir::Open(const std::string& base, const std::string& repository_id) {
+Result<StateDir::Opened> StateDir::Open(const std::string& base, const std::string& repository_id,
+                                        const std::string& repository_path) {
   if (!IsHexId(repository_id)) {
     return Status(StatusCode::kInternal, "the repository id is unknown: the state cannot be kept");
   }
   Opened o;
   o.dir.reset(new StateDir());
   StateDir& d = *o.dir;
-  d.dir_ = base + "/" + repository_id;
+  const std::string id_dir = base + "/" + repository_id;
+  d.dir_ = id_dir + "/" + StateFolderName(repository_path);
   d.path_ = d.dir_ + "/" + kStateFileName;
   o.state.repository_id = repository_id;
+  o.state.repository = repository_path;
 
-  // mkdir -p: $XDG_STATE_HOME may not exist yet on a fresh account. The repository's own folder
-  // is 0700: its state names the repository's units and when they were checked.
+  // mkdir -p: $XDG_STATE_HOME may not exist yet on a fresh account. The repository's folders
+  // are 0700: its state names the repository's units and when they were checked.
   for (size_t at = 1; at <= d.dir_.size(); ++at) {
     if (at != d.dir_.size() && d.dir_[at] != '/') continue;
     const std::string p = d.dir_.substr(0, at);
-    if (::mkdir(p.c_str(), at == d.dir_.size() ? 0700 : 0755) != 0 && errno != EEXIST) {
+    if (::mkdir(p.c_str(), at >= id_dir.size() ? 0700 : 0755) != 0 && errno != EEXIST) {
       d.writable_ = false;
       o.warnings.push_back(fmt::format("cannot create the state folder {}: {}; this run reads no state and saves "
                                        "none (exit 2 unless it finds integrity errors)",
@@ -340,6 +426,8 @@ Result<StateDir::Opened> StateDir::Open(const std::string& base, const std::stri
                                      "but cannot record what it verifies (exit 2 unless it finds integrity errors)",
                                      d.dir_, Errno(errno)));
   }
+
+  if (Status m = MigrateLegacyState(id_dir, d.path_, repository_path, d.writable_); !m.ok()) return m;
 
   Result<std::optional<std::string>> text = ReadFile(d.path_);
   if (!text.ok()) {
@@ -368,6 +456,11 @@ Result<StateDir::Opened> StateDir::Open(const std::string& base, const std::stri
     return Status(StatusCode::kInvalidArgument,
                   "the state file " + d.path_ + " belongs to repository " + parsed->repository_id + ", not to " +
                       repository_id + ": refused (was the folder copied?). Remove it, or pass another --state-dir");
+  }
+  if (!SamePath(parsed->repository, repository_path)) {
+    return Status(StatusCode::kInvalidArgument,
+                  "the state file " + d.path_ + " belongs to the copy at " + parsed->repository + ", not to " +
+                      repository_path + ": refused (was the folder copied?). Remove it, or pass another --state-dir");
   }
   o.state = std::move(parsed).value();
   return o;

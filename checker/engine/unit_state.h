@@ -3,13 +3,29 @@
 // it was last verified, at which level, and with what result. docs/nightly.md documents the
 // format and the location; this file is the one place that reads and writes it.
 //
-// Location: <base>/<repository id>/state.json, with <base> from --state-dir, else
-// $STATE_DIRECTORY (systemd's StateDirectory=; its first entry), else $XDG_STATE_HOME/borgcheck,
-// else ~/.local/state/borgcheck (the CLI picks it). Beside it: `lock` (flock'ed by the run that
-// uses the state) and, after a corrupt file was found, `state.json.corrupt`.
+// Location: <base>/<repository id>/<path>/state.json, one state per repository id AND path,
+// with <base> from --state-dir, else $STATE_DIRECTORY (systemd's StateDirectory=; its first
+// entry), else $XDG_STATE_HOME/borgcheck, else ~/.local/state/borgcheck (the CLI picks it), and
+// <path> the repository's resolved path (CanonicalRepositoryPath) as StateFolderName spells it
+// ("/srv/borg/main" -> "srv+borg+main"). Beside it: `lock` (flock'ed by the run that uses the
+// state) and, after a corrupt file was found, `state.json.corrupt`.
+//
+// Why per path: copies of a repository (rsync -a, a USB disk, a restore) have the same id. A
+// run may count only verification done on the units now on disk at its own path, so a copy
+// never uses the marks of another (which once let a clean run of the original make
+// --min-interval skip a damaged copy, and made two copies checked in turn undo each other's
+// rotation). A copy restored onto the same path keeps the state, but its units' identities
+// (ctime, usually inodes) differ, so every unit is unverified again (below), and --min-interval
+// does not skip it (partial_run.h).
+//
+// Migration: a state of the earlier layout, <base>/<repository id>/state.json, belongs to the
+// path in its "repository" field; the first run at that path moves it into its folder (under the
+// old `lock`). A run at any other path leaves it alone and starts from an empty state; a file
+// whose recorded path was relative (it names no folder for sure) is never moved, and may be
+// removed by hand.
 //
 // Format (JSON, version kStateVersion):
-//   {"borgcheck_state": 2, "repository_id": "<64 hex>", "repository": "<path last checked>",
+//   {"borgcheck_state": 2, "repository_id": "<64 hex>", "repository": "<the resolved path>",
 //    "updated_at": <unix s>,
 //    "last_run": {"finished_at": <unix s>, "errors": N, "warnings": N, "complete": bool},
 //    "last_success_at": <unix s>   (optional: the last run that finished without errors),
@@ -17,7 +33,7 @@
 //                                         "clean": bool}},
 //    "cycle": {"data"|"crc": {"started_at": <unix s>, "completed_at": <unix s> (0: open)}},
 //    "units": {"segment 12" | "pack <64 hex>": {
-//        "size": N, "mtime_ns": N, "inode": N,                 the unit's identity
+//        "size": N, "mtime_ns": N, "inode": N, "ctime_ns": N,  the unit's identity (SameFile)
 //        "seen_at": <unix s>,                                  the first run that saw it so
 //        "data"|"crc": {"at": <unix s>, "done_at": <unix s>,   a whole verification
 //                       "result": "clean"|"warnings"|"errors", "how": "whole"|"slices"},
@@ -27,9 +43,10 @@
 // live object of it passed through the check at `at` (for "slices": the oldest slice; `done_at`
 // is when the last slice was done). A slice run's "slices" stay after the mark is made: each
 // later slice run renews the mark from them (a rolling window over the last t slices). A unit
-// whose identity (size, mtime, inode) differs from the file's, or that is not in the file, is
-// unverified: a compacted repository's new segments, a segment number reused after a
-// rolled-back transaction, a copied repository.
+// whose identity (size, mtime, inode, ctime) differs from the file's, or that is not in the
+// file, is unverified: a compacted repository's new segments, a segment number reused after a
+// rolled-back transaction, a copy restored onto the path. ("ctime_ns" is absent from records an
+// earlier borgcheck made; such a record is compared without it until the unit is marked again.)
 //
 // A cycle (docs/nightly.md "Full verification") is one full verification in progress: it starts
 // with the first marking run after the previous one completed, and its units are those seen by
@@ -68,8 +85,15 @@ struct UnitIdentity {
   uint64_t size = 0;
   int64_t mtime_ns = 0;
   uint64_t inode = 0;
+  int64_t ctime_ns = 0;  // 0: not recorded (a mark made before borgcheck recorded it)
   bool operator==(const UnitIdentity&) const = default;
 };
+
+// Whether the file `now` is the one a record's identity describes: size, mtime, inode and ctime
+// equal. A restore (cp -a, rsync -a, tar) keeps size and mtime and may even get the freed
+// inodes of the files it replaces, but never the ctime. A record without a ctime (0, an earlier
+// borgcheck's) is compared without it until the unit is marked again.
+bool SameFile(const UnitIdentity& recorded, const UnitIdentity& now);
 
 struct UnitMark {
   double at = 0;       // when its objects were verified (the oldest part)
@@ -133,6 +157,16 @@ struct StateFile {
 
 std::string FormatState(const StateFile& s);
 
+// The repository's path as its state is kept: resolved (realpath: symlinks, "..", a relative
+// path), else made absolute and normal when it cannot be resolved; no trailing '/'.
+std::string CanonicalRepositoryPath(const std::string& repository);
+
+// The state folder's name for a resolved path: '/' becomes '+', ASCII letters, digits, '_', '-'
+// and '.' (not first) stay, every other byte is %XX; one that would be longer than 200 bytes is
+// cut and ends in "~" and 16 hex digits of a hash of the whole path. Distinct paths get
+// distinct names (but for a hash collision, which Open detects by the recorded path).
+std::string StateFolderName(const std::string& canonical_path);
+
 // Parses a state file. kUnsupported: written by a newer borgcheck (its version is in the
 // message); kCorruptMetadata: not a state file of any version (the reason in the message).
 Result<StateFile> ParseState(std::string_view text);
@@ -147,14 +181,18 @@ class StateDir {
     std::vector<std::string> warnings;  // corrupt file set aside, folder not writable
   };
 
-  // Opens (creating it, mode 0700) <base>/<repository_id>/, takes its lock and reads the state.
+  // Opens (creating it, mode 0700) <base>/<repository_id>/<StateFolderName(repository_path)>/,
+  // takes its lock and reads the state (moving a state of the earlier layout there first when it
+  // recorded this path). `repository_path`: CanonicalRepositoryPath of the repository.
   //   - another run holds the lock: kIoError ("another borgcheck run is using ...");
-  //   - the state is of another repository, or of a newer version: kInvalidArgument, refused;
+  //   - the state is of another repository, of another path (a copied folder), or of a newer
+  //     version: kInvalidArgument, refused;
   //   - a corrupt state file: renamed to state.json.corrupt (kept for inspection), a warning,
   //     and the run starts from an empty state (everything unverified: the safe direction);
   //   - a folder that cannot be created or written: a warning; the state is read if it can be
   //     and nothing will be saved (writable() is false).
-  static Result<Opened> Open(const std::string& base, const std::string& repository_id);
+  static Result<Opened> Open(const std::string& base, const std::string& repository_id,
+                             const std::string& repository_path);
 
   ~StateDir();
   StateDir(const StateDir&) = delete;

@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+
+#include <stdlib.h>
 
 #include "checker/engine/partial_run.h"
 
@@ -250,7 +253,7 @@ StateFile Night(StateDir& dir, StateFile state, const std::vector<UnitView>& uni
 
 TEST_CASE("a full verification completes when every unit that existed at the cycle's start was verified since") {
   TempStateDir tmp;
-  Result<StateDir::Opened> opened = StateDir::Open(tmp.path, kId);
+  Result<StateDir::Opened> opened = StateDir::Open(tmp.path, kId, "/srv/borg/main");
   REQUIRE(opened.ok());
   StateDir& dir = *opened->dir;
   const UnitView a = View("segment 1", 100, {100, 1, 1}), b = View("segment 2", 100, {100, 1, 2}),
@@ -321,5 +324,147 @@ TEST_CASE("a version 1 state reads as one whose units were seen before any cycle
   CHECK(FormatState(*again).find("\"borgcheck_state\": 2") != std::string::npos);
 }
 
+
+TEST_CASE("with a time budget, units with known findings take every other place, the least recently re-read first") {
+  StateFile s;
+  s.repository_id = kId;
+  auto mark = [&](const std::string& key, UnitIdentity id, double at, UnitResult r) {
+    UnitRecord u;
+    u.identity = id;
+    u.data = UnitMark{at, at, r, false};
+    s.units[key] = u;
+  };
+  const std::vector<UnitView> units = {
+      View("segment 0", 10, {10, 1, 1}),  // errors, re-read at 300
+      View("segment 1", 10, {10, 1, 2}),  // errors, re-read at 100
+      View("segment 2", 10, {10, 1, 3}),  // warnings, re-read at 200
+      View("segment 3", 10, {10, 1, 4}),  // never
+      View("segment 4", 10, {10, 1, 5}),  // verified clean at 50
+      View("segment 5", 0, {}, false),    // missing
+      View("segment 6", 10, {10, 1, 7}),  // never
+  };
+  mark("segment 0", {10, 1, 1}, 300, UnitResult::kErrors);
+  mark("segment 1", {10, 1, 2}, 100, UnitResult::kErrors);
+  mark("segment 2", {10, 1, 3}, 200, UnitResult::kWarnings);
+  mark("segment 4", {10, 1, 5}, 50, UnitResult::kClean);
+  ScheduleOptions o;
+  o.now = 1000;
+  o.time_budget = true;
+  CHECK(MakeSchedule(&s, units, o).order == std::vector<size_t>{5, 1, 3, 2, 6, 0, 4});
+  // Every unit with findings: they follow each other, oldest re-read first.
+  mark("segment 3", {10, 1, 4}, 150, UnitResult::kErrors);
+  mark("segment 4", {10, 1, 5}, 50, UnitResult::kErrors);
+  mark("segment 6", {10, 1, 7}, 250, UnitResult::kErrors);
+  CHECK(MakeSchedule(&s, units, o).order == std::vector<size_t>{5, 4, 1, 3, 2, 6, 0});
+}
+
+TEST_CASE("a state folder per path: the name spells the resolved path, one-to-one") {
+  CHECK(StateFolderName("/srv/borg/main") == "srv+borg+main");
+  CHECK(StateFolderName("/srv/borg-main") == "srv+borg-main");
+  CHECK(StateFolderName("/a+b/%c d/.x/y.z") == "a%2Bb+%25c%20d+.x+y.z");
+  CHECK(StateFolderName("/.hidden") == "%2Ehidden");
+  CHECK(StateFolderName("/") == "+");
+  CHECK(StateFolderName("/m\xc3\xbcll~") == "m%C3%BCll%7E");
+  const std::string long_a = "/" + std::string(300, 'a'), long_b = long_a + "b";
+  CHECK(StateFolderName(long_a).size() == 200);
+  CHECK(StateFolderName(long_a).substr(183, 1) == "~");
+  CHECK(StateFolderName(long_a) != StateFolderName(long_b));
+  CHECK(StateFolderName(long_a).substr(0, 183) == StateFolderName(long_b).substr(0, 183));
+  CHECK(CanonicalRepositoryPath("/no/such/borgcheck/../repo//") == "/no/such/repo");
+}
+
+// A fresh --state-dir, removed at the end.
+struct TempBase {
+  TempBase() {
+    std::string t = (std::filesystem::temp_directory_path() / "borgcheck-unit-state-XXXXXX").string();
+    REQUIRE(::mkdtemp(t.data()) != nullptr);
+    path = t;
+  }
+  ~TempBase() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string path;
+};
+
+void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+
+TEST_CASE("one state per repository id and path; a state of the earlier layout goes to the path it recorded") {
+  TempBase base;
+  const std::string a = "/srv/borg/main", b = "/mnt/usb/main";
+  const std::string id_dir = base.path + "/" + kId;
+  {
+    Result<StateDir::Opened> o = StateDir::Open(base.path, kId, a);
+    REQUIRE(o.ok());
+    CHECK(o->dir->path() == id_dir + "/srv+borg+main/state.json");
+    CHECK(o->state.repository == a);
+    StateFile s = Sample();
+    REQUIRE(o->dir->Save(s).ok());
+  }
+  {  // the copy elsewhere: its own, empty state
+    Result<StateDir::Opened> o = StateDir::Open(base.path, kId, b);
+    REQUIRE(o.ok());
+    CHECK(o->dir->path() == id_dir + "/mnt+usb+main/state.json");
+    CHECK(o->state.units.empty());
+    CHECK(o->state.repository == b);
+  }
+  SECTION("a folder copied to another path's place is refused") {
+    std::filesystem::copy_file(id_dir + "/srv+borg+main/state.json", id_dir + "/mnt+usb+main/state.json");
+    Result<StateDir::Opened> o = StateDir::Open(base.path, kId, b);
+    REQUIRE(o.status().code() == StatusCode::kInvalidArgument);
+    CHECK(o.status().message() == "the state file " + id_dir + "/mnt+usb+main/state.json belongs to the copy at " +
+                                      a + ", not to " + b +
+                                      ": refused (was the folder copied?). Remove it, or pass another --state-dir");
+  }
+  SECTION("migration: only the run of the recorded path takes the old file") {
+    std::filesystem::remove_all(id_dir);
+    std::filesystem::create_directories(id_dir);
+    StateFile old = Sample();
+    old.repository = b + "/";  // as given on the command line
+    WriteText(id_dir + "/state.json", FormatState(old));
+    {
+      Result<StateDir::Opened> o = StateDir::Open(base.path, kId, a);
+      REQUIRE(o.ok());
+      CHECK(o->state.units.empty());
+    }
+    CHECK(std::filesystem::exists(id_dir + "/state.json"));
+    {
+      Result<StateDir::Opened> o = StateDir::Open(base.path, kId, b);
+      REQUIRE(o.ok());
+      CHECK(o->state.units.size() == 2);
+      CHECK(o->state.full_data.has_value());
+    }
+    CHECK_FALSE(std::filesystem::exists(id_dir + "/state.json"));
+    CHECK(std::filesystem::exists(id_dir + "/mnt+usb+main/state.json"));
+  }
+  SECTION("migration: a relative recorded path names no folder for sure and is never moved") {
+    std::filesystem::remove_all(id_dir);
+    std::filesystem::create_directories(id_dir);
+    StateFile old = Sample();
+    old.repository = "main";
+    WriteText(id_dir + "/state.json", FormatState(old));
+    Result<StateDir::Opened> o = StateDir::Open(base.path, kId, a);
+    REQUIRE(o.ok());
+    CHECK(o->state.units.empty());
+    CHECK(std::filesystem::exists(id_dir + "/state.json"));
+  }
+}
+
+TEST_CASE("the same file: size, mtime, inode and ctime; a record without a ctime is compared without it") {
+  const UnitIdentity now{500, 7, 77, 99};
+  CHECK(SameFile(now, now));
+  CHECK_FALSE(SameFile(UnitIdentity{500, 7, 77, 98}, now));  // restored: the same inode even, a new ctime
+  CHECK_FALSE(SameFile(UnitIdentity{500, 7, 78, 99}, now));
+  CHECK_FALSE(SameFile(UnitIdentity{501, 7, 77, 99}, now));
+  CHECK_FALSE(SameFile(UnitIdentity{500, 8, 77, 99}, now));
+  CHECK(SameFile(UnitIdentity{500, 7, 77, 0}, now));  // an earlier borgcheck's record
+  StateFile st = Sample();
+  st.units["segment 12"].identity.ctime_ns = 123456789012345678;
+  Result<StateFile> back = ParseState(FormatState(st));
+  REQUIRE(back.ok());
+  CHECK(back->units["segment 12"].identity == UnitIdentity{500, -3, 77, 123456789012345678});
+  CHECK(back->units["pack " + std::string(64, 'c')].identity.ctime_ns == 0);
+  CHECK(FormatState(st).find("\"ctime_ns\":123456789012345678") != std::string::npos);
+}
 }  // namespace
 }  // namespace borgcheck::engine

@@ -125,6 +125,7 @@ class PosixEnv final : public Env {
     s.size = uint64_t(st.st_size);
     s.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
     s.inode = uint64_t(st.st_ino);
+    s.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
     s.type_name = TypeName(st.st_mode);
     return s;
   }

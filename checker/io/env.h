@@ -49,6 +49,7 @@ struct FileStat {
   uint64_t size = 0;
   int64_t mtime_ns = 0;  // st_mtim, nanoseconds since the epoch
   uint64_t inode = 0;    // st_ino
+  int64_t ctime_ns = 0;  // st_ctim: set by the kernel at every change; no copy or restore keeps it
   const char* type_name = "";  // "regular file", "directory", "FIFO", "socket", "device", "symlink"
 };
 

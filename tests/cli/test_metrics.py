@@ -6,6 +6,7 @@ sees half a file). Also `promtool check rules` and `promtool test rules` on the 
 rules (dist/prometheus/borgcheck-alerts.yml), which docs/nightly.md quotes verbatim.
 """
 
+import glob
 import json
 import os
 import re
@@ -129,7 +130,7 @@ class MetricsFile(CliTestCase):
         self.assert_rc(r, cs.EXIT_OK)
         samples, _ = self.promtool_accepts()
         success_at = samples[("borgcheck_last_success_timestamp_seconds", None)]
-        [state_file] = [os.path.join(state, d, "state.json") for d in os.listdir(state)]
+        [state_file] = glob.glob(os.path.join(state, "*", "*", "state.json"))  # <id>/<path>/
         with open(state_file) as f:
             state_success = json.load(f)["last_success_at"]
         # The state records the success when the run's findings are final, the metrics file when

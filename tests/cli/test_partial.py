@@ -7,6 +7,7 @@ and the test hooks' guard.
 The state folders live outside the test folder (which must not change: cli_support), one per
 test. The test hooks need BORGCHECK_TEST_HOOKS (checker/cli/partial_args.h)."""
 
+import glob
 import json
 import os
 import shutil
@@ -56,7 +57,10 @@ class PartialTestCase(CliTestCase):
         return self.copy_generation(where)
 
     def state_file(self, summary):
-        return os.path.join(self.state, summary["repository_id"], "state.json")
+        """The state file of a run (<state>/<repository id>/<path>/state.json), as it says."""
+        path = summary["coverage"]["state_file"]
+        self.assertEqual(os.path.dirname(os.path.dirname(path)), os.path.join(self.state, summary["repository_id"]))
+        return path
 
     def run_json(self, args, env=None, rc=0):
         """The summary and the other records of a --json run; rc None: any exit code (the
@@ -224,7 +228,7 @@ class TimeBudget(PartialTestCase):
         marked, states = {}, []
         while time.monotonic() < deadline:
             time.sleep(0.05)
-            states = [os.path.join(self.state, d, "state.json") for d in os.listdir(self.state)]
+            states = glob.glob(os.path.join(self.state, "*", "*", "state.json"))
             if states and os.path.exists(states[0]):
                 with open(states[0]) as f:
                     marked = marked_units(json.load(f))  # always a whole file: written atomically
@@ -341,8 +345,8 @@ class Metrics(PartialTestCase):
 
     @staticmethod
     def units_in(state):
-        [repo_id] = os.listdir(state)
-        with open(os.path.join(state, repo_id, "state.json")) as f:
+        [path] = glob.glob(os.path.join(state, "*", "*", "state.json"))
+        with open(path) as f:
             return len(json.load(f)["units"])
 
     def test_partial_runs_and_runs_with_a_state_export_their_coverage(self):
@@ -420,7 +424,7 @@ class State(PartialTestCase):
 
     def test_a_read_only_state_folder_checks_and_exits_2(self):
         repo = self.copy_repo("borg1/v1.2.4/repos/none")
-        folder = os.path.join(self.state, self.first_run(repo)["repository_id"])
+        folder = os.path.dirname(self.state_file(self.first_run(repo)))
         os.chmod(folder, 0o555)
         args = ["--max-duration", "1h", "--state-dir", self.state, repo]
         # root writes into any folder: run as nobody, who can read the copies but not write.
@@ -449,6 +453,194 @@ class State(PartialTestCase):
         repo = self.copy_repo("borg1/v1.2.4/repos/none")
         r = self.run_borgcheck([repo], env={"BORGCHECK_TEST_TODAY": "2026-12-01"})
         self.assert_error_exit(r, 2, "BORGCHECK_TEST_TODAY is a test-only hook")
+
+
+# (original, its damaged twin in the fixtures: one byte of segment 2 differs, checksums fixed, so
+# only --verify-data sees it; the chunk it damages): a borg 1.2.4 and a borg2 2.0.0b5 repository.
+TWINS = (("borg1/v1.2.4/repos/repokey", "borg1/corrupt/mac-repokey", cs.MAC_REPOKEY_CHUNK),
+         ("borg2b5/repokey-chacha20-poly1305", "borg2b5/corrupt/chpo-data-authfail",
+          "20d3151918fa7ad402e16c01d707c5cede2e8528f63942aab1bdead085fa1b82"))
+
+
+class Copies(PartialTestCase):
+    """Copies of a repository share its id, not its state (unit_state.h, docs/nightly.md "One
+    state per copy"): a run counts only verification done on the units at its own path."""
+
+    def copy_of(self, repo, name):
+        """`cp -a`: the same files (sizes, mtimes), other inodes."""
+        dest = os.path.join(self.tmp, name)
+        subprocess.run(["cp", "-a", repo, dest], check=True)
+        return dest
+
+    @staticmethod
+    def damage_like(repo, twin):
+        """Writes into repo's segment 2, in place, the bytes where the fixture's damaged twin
+        differs (one flipped byte; borg2 b5: and its entry's checksums, fixed), and keeps the
+        file's mtime: damage that leaves size and mtime as they were."""
+        seg = os.path.join(repo, "data", "0", "2")
+        with open(os.path.join(cs.SHARED, "fixtures", twin, "data", "0", "2"), "rb") as f:
+            bad = f.read()
+        st = os.stat(seg)
+        with open(seg, "r+b") as f:
+            good = f.read()
+            assert len(good) == len(bad)
+            for i in (i for i in range(len(good)) if good[i] != bad[i]):  # the byte, and its entry's checksums
+                f.seek(i)
+                f.write(bad[i:i + 1])
+        os.utime(seg, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    def findings_of(self, records):
+        return [(f["segment"], f["stage"], f["chunk_id"]) for f in records if f["type"] == "finding"]
+
+    def test_a_clean_run_of_the_original_does_not_let_min_interval_skip_a_damaged_copy(self):
+        for where, twin, chunk in TWINS:
+            with self.subTest(where=where):
+                original = self.copy_repo(where)
+                copy = self.copy_of(original, "copy-" + twin.replace("/", "_"))
+                self.damage_like(copy, twin)
+                args = ["--verify-data", "--repository-only", "--min-interval", "7d", "--state-dir", self.state]
+                s, _ = self.run_json(args + [original])
+                self.assertEqual(s["verdict"], "ok", s)
+                s, _ = self.run_json(args + [original])
+                self.assertEqual(s["verdict"], "skipped", s)  # the original itself: verified, skipped
+                s, records = self.run_json(args + [copy], rc=90)
+                self.assertEqual((s["verdict"], s["complete"]), ("integrity-errors", True), s)
+                self.assertEqual(self.findings_of(records), [(2, "authentication", chunk)])
+                self.assertNotEqual(os.path.dirname(s["coverage"]["state_file"]),
+                                    os.path.dirname(self.state_file(self.run_json(args + [original])[0])))
+                # Text: the copy is checked again (its damage is known to its own state).
+                r = self.run_borgcheck(args + [copy], env=VERIFY)
+                self.assert_rc(r, 90)
+                self.assertNotIn("skipped", r.stdout)
+
+    def test_a_copy_restored_onto_the_same_path_is_not_skipped(self):
+        for where, twin, chunk in TWINS:
+            with self.subTest(where=where):
+                repo = self.copy_repo(where)
+                args = ["--verify-data", "--repository-only", "--min-interval", "7d", "--state-dir", self.state, repo]
+                s, _ = self.run_json(args)
+                self.assertEqual(s["verdict"], "ok", s)
+                # A clean restore (the same files, new inodes): checked, not skipped.
+                saved = self.copy_of(repo, "saved-" + twin.replace("/", "_"))
+                shutil.rmtree(repo)
+                subprocess.run(["cp", "-a", saved, repo], check=True)
+                s, _ = self.run_json(args)
+                self.assertEqual((s["verdict"], s["complete"], s["coverage"]["units_verified"]),
+                                 ("ok", True, s["units_total"]), s)
+                self.assertEqual(self.run_json(args)[0]["verdict"], "skipped")  # now verified here
+                # A damaged restore (size and mtime as before, new inodes): checked, the damage found.
+                self.damage_like(saved, twin)
+                shutil.rmtree(repo)
+                subprocess.run(["cp", "-a", saved, repo], check=True)
+                s, records = self.run_json(args, rc=90)
+                self.assertEqual(self.findings_of(records), [(2, "authentication", chunk)])
+
+    def test_two_copies_checked_in_turn_with_a_time_budget_both_complete(self):
+        # The test clock: 1 second per unit started, so --max-duration 3s reads exactly 3 units.
+        env = dict(HOOKS, BORGCHECK_TEST_BUDGET_S_PER_UNIT="1")
+        for where, twin, _ in TWINS:
+            with self.subTest(where=where):
+                a = self.copy_repo(where)
+                b = self.copy_of(a, "mirror-" + twin.replace("/", "_"))
+                verified = {a: 0, b: 0}
+                total = None
+                for night in range(40):
+                    repo = (a, b)[night % 2]
+                    s, _ = self.run_json(["--verify-data", "--repository-only", "--max-duration", "3s",
+                                          "--state-dir", self.state, repo], env=env)
+                    total = s["units_total"]
+                    self.assertEqual(s["segments"], min(3, total - verified[repo]), s)
+                    verified[repo] = min(total, verified[repo] + 3)
+                    self.assertEqual(s["coverage"]["units_verified"], verified[repo], s)
+                    if verified[a] == verified[b] == total:
+                        break
+                self.assertEqual(night + 1, 2 * -(-total // 3))
+                for repo in (a, b):
+                    s, _ = self.run_json(["--verify-data", "--repository-only", "--min-interval", "7d",
+                                          "--state-dir", self.state, repo])
+                    self.assertEqual(s["verdict"], "skipped", s)
+
+
+class KnownDamage(PartialTestCase):
+    """Re-reading units with known findings must not crowd out the rest (docs/nightly.md "The
+    time budget: what it covers, and the order")."""
+
+    @staticmethod
+    def damage_first_put(repo, segment):
+        """Flips the last byte of the first PUT entry's data in a borg 1.x segment, CRC left
+        stale: an entry-crc finding at [segment N, offset 8]."""
+        path = os.path.join(repo, "data", "0", str(segment))
+        with open(path, "r+b") as f:
+            data = f.read()
+            assert data[:8] == b"BORG_SEG" and data[16] == 0, (segment, data[16])  # the first entry is a PUT
+            size = int.from_bytes(data[12:16], "little")
+            f.seek(8 + size - 1)
+            f.write(bytes([data[8 + size - 1] ^ 0x01]))
+
+    def put_segments(self, repo):
+        found = []
+        for name in sorted(os.listdir(os.path.join(repo, "data", "0")), key=int):
+            with open(os.path.join(repo, "data", "0", name), "rb") as f:
+                head = f.read(17)
+            if len(head) == 17 and head[16] == 0:
+                found.append(int(name))
+        return found
+
+    def marks(self, summary):
+        with open(self.state_file(summary)) as f:
+            return {k: u["crc"]["at"] for k, u in json.load(f)["units"].items()}
+
+    def test_known_damage_is_reported_every_night_and_every_unit_is_still_verified(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/none")
+        puts = self.put_segments(repo)
+        damaged = sorted({puts[0], puts[len(puts) // 2], puts[-1]})
+        self.assertEqual(len(damaged), 3, puts)
+        for seg in damaged:
+            self.damage_first_put(repo, seg)
+        # Night 0: a full run finds the three.
+        night0 = dict(HOOKS, BORGCHECK_TEST_TODAY="2026-01-01")
+        s, records = self.run_json(["--state-dir", self.state, repo], env=night0, rc=90)
+        self.assertEqual(sorted({f["segment"] for f in records if f["type"] == "finding"}), damaged)
+        self.assertEqual([f["stage"] for f in records if f["type"] == "finding"], ["entry-crc"] * 3)
+        total = s["units_total"]
+        start = max(self.marks(s).values())
+        # Then a budget of three units a night: exactly the damaged ones. Each night re-reads two
+        # of them (the least recently re-read) and one other unit, oldest first.
+        env = dict(HOOKS, BORGCHECK_TEST_BUDGET_S_PER_UNIT="1")
+        seen = set()
+        for night in range(1, total - 3 + 1):
+            s, records = self.run_json(["--max-duration", "3s", "--state-dir", self.state, repo],
+                                       env=dict(env, BORGCHECK_TEST_TODAY="2026-01-%02d" % (1 + night)), rc=90)
+            found = {f["segment"] for f in records if f["type"] == "finding"}
+            self.assertEqual(len(found), 2, (night, records))
+            self.assertTrue(found <= set(damaged), found)
+            seen |= found
+            self.assertEqual((s["segments"], s["stopped"]), (3, "time-budget"), s)
+            others = [k for k, at in self.marks(s).items() if at > start and int(k.split()[1]) not in damaged]
+            self.assertEqual(len(others), night, (night, others))
+        self.assertEqual(sorted(seen), damaged)
+        # Every unit was verified again since night 0.
+        self.assertTrue(all(at > start for at in self.marks(s).values()), self.marks(s))
+
+
+class Budget(PartialTestCase):
+    def test_verbose_output_says_what_the_time_budget_covers(self):
+        repo = self.copy_repo("borg1/v1.2.4/repos/repokey")
+        r = self.run_borgcheck(["-v", "--verify-data", "--max-duration", "2h", "--state-dir", self.state, repo],
+                               env=VERIFY)
+        self.assert_rc(r, 0)
+        self.assertIn("note: the time budget (2h00m00s) counts from the start of the run (planning and the key "
+                      "included) and decides which segments are read: no segment starts once it is spent, those "
+                      "being read finish; the archive pass of a --verify-data run comes after the reading and runs "
+                      "whole, outside the budget (see the `phase` lines)\n", r.stdout)
+        self.assertRegex(r.stdout, r"\nphase read\+verify: [0-9.]+s\nphase finish: [0-9.]+s\n"
+                         r"phase archive pass: [0-9.]+s\n")
+        s, _ = self.run_json(["--max-duration", "2h", "--state-dir", self.state, repo])
+        self.assertEqual([n for n in s["notes"] if "time budget" in n],
+                         ["the time budget (2h00m00s) counts from the start of the run (planning and the key "
+                          "included) and decides which segments are read: no segment starts once it is spent, those "
+                          "being read finish; the archive pass of a --verify-data run comes after the reading and "
+                          "runs whole, outside the budget (see the `phase` lines)"])
 
 
 if __name__ == "__main__":
