@@ -574,7 +574,7 @@ CheckOutcome Engine::Run() {
   for (const Finding& f : out.findings) report::CountFinding(f, sum);
   sum.elapsed_s = SecondsSince(start);
   sum.phases = phases_.Take();
-  out.state_status = partial_.Close(sum, true, false, started_unix);
+  out.state_status = partial_.Close(sum, true, false, started_unix, out.status.ok());
   return out;
 }
 
@@ -595,7 +595,7 @@ void Engine::Summarize(CheckOutcome& out, bool finished, bool by_signal, double 
   for (const Finding& f : out.findings) report::CountFinding(f, sum);
   sum.elapsed_s = SecondsSince(start);
   sum.phases = phases_.Take();
-  out.state_status = partial_.Close(sum, finished, by_signal, started_unix);
+  out.state_status = partial_.Close(sum, finished, by_signal, started_unix, out.status.ok());
   out.partial_report = by_signal;
 }
 

@@ -321,13 +321,13 @@ std::optional<double> PartialRun::LastSuccess() const {
   return std::nullopt;
 }
 
-void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complete) {
+void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complete, bool succeeded) {
   std::lock_guard<std::mutex> lock(mu_);
   state_.last_run_at = now_();
   state_.last_run_errors = errors;
   state_.last_run_warnings = warnings;
   state_.last_run_complete = complete;
-  if (errors == 0) state_.last_success_at = state_.last_run_at;
+  if (succeeded && errors == 0) state_.last_success_at = state_.last_run_at;
   dirty_ = true;
 }
 
@@ -572,7 +572,8 @@ std::vector<uint8_t> PartialRun::UnitsRead() const {
   return read;
 }
 
-Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix) {
+Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix,
+                         bool succeeded) {
   sum.complete = finished && Complete();
   sum.stopped = stopped_by_signal ? "signal" : out_of_time_.load() ? "time-budget" : "";
   if (opts_.max_duration_s > 0) sum.notes.push_back(BudgetNote(opts_.max_duration_s, sum.unit_noun));
@@ -594,7 +595,7 @@ Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by
     }
     return Status::Ok();
   }
-  if (finished) recorder_->RunFinished(sum.errors, sum.warnings, sum.complete);
+  if (finished) recorder_->RunFinished(sum.errors, sum.warnings, sum.complete, succeeded);
   Status saved = recorder_->Close();
   sum.has_coverage = true;
   sum.coverage = ComputeCoverage(recorder_->Snapshot(), views_, level_, Now(), opts_.max_age_s, slice_objects_,

@@ -108,8 +108,10 @@ class StateRecorder {
   void UnitVerified(size_t unit, UnitResult result);
 
   // The run finished (Finish ran): its findings and whether it checked everything, for
-  // --min-interval. Not called for a run a signal stopped.
-  void RunFinished(uint64_t errors, uint64_t warnings, bool complete);
+  // --min-interval. Not called for a run a signal stopped. `succeeded`: the run's outcome is
+  // its findings (not a key that could not be loaded, whose keyless fallback finished but
+  // exits 52, 42, ...): only then, and without errors, is it the last success.
+  void RunFinished(uint64_t errors, uint64_t warnings, bool complete, bool succeeded);
 
   // The final save. Returns the first save error of the run (checkpoints included).
   Status Close();
@@ -191,8 +193,10 @@ class PartialRun {
   std::vector<uint8_t> UnitsRead() const;
 
   // The summary's partial-run fields and coverage. `finished`: Finish ran (not a signal stop);
-  // `stopped_by_signal`. Closes the state (the final save); the state's save error, if any.
-  Status Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix);
+  // `stopped_by_signal`; `succeeded`: see StateRecorder::RunFinished. Closes the state (the
+  // final save); the state's save error, if any.
+  Status Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix,
+               bool succeeded);
 
   double Now() const;
   // The t of a slice run (--subset k/t), else 0: the rotation whose progress the coverage tells.

@@ -144,6 +144,10 @@ class MetricsFile(CliTestCase):
         samples, _ = self.promtool_accepts()
         self.assertEqual(samples[("borgcheck_success", None)], 0)
         self.assertAlmostEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], state_success, delta=1e-3)
+        # The failed run is no success in the state either (its keyless fallback finished, but the
+        # run exits 52: it once set last_success_at to its own time).
+        with open(state_file) as f:
+            self.assertEqual(json.load(f)["last_success_at"], state_success)
         # Without the state the same failure has nothing to carry forward.
         os.remove(self.path)
         r = self.run_borgcheck(["-q", "--verify-data", repo, "--metrics-file", self.path], {"BORG_PASSPHRASE": "x"})
