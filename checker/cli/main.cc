@@ -327,8 +327,7 @@ int main(int argc, char** argv) {
     m.state_last_success = outcome.state_last_success_at;
     // A run of some archives only (REPO::ARCHIVE, -a, --first, --last, --archives-only) is no
     // verification of the repository: it leaves the last-success time to the full runs.
-    m.archive_selection = !opts.check.archive.empty() || !opts.check.match_archives.empty() || opts.check.first ||
-                          opts.check.last || opts.check.archives_only;
+    m.archive_selection = opts.check.SelectsArchives();
     bool finished = outcome.status.ok() && !outcome.stop_signal && !outcome.summary.skipped;
     m.summary = finished ? &outcome.summary : nullptr;
     // Partial runs and runs with a state file add their coverage (a plain full run's file is

@@ -25,9 +25,7 @@ struct CheckOptions {
   // once a second while it stops with kLockHeld (checker/cli/main.cc).
   unsigned lock_wait_seconds = 0;
 
-  // Which passes (borg check's --repository-only / --archives-only). The archive pass is not
-  // wired yet: ValidateArgs refuses archives_only and every archive selection below with
-  // "not supported yet" (exit 2), so a run today is always the repository pass.
+  // Which passes (borg check's --repository-only / --archives-only).
   bool repository_only = false;
   bool archives_only = false;
   // Archive selection (borg's -a/--match-archives, --first N, --last N, and the ARCHIVE of
@@ -36,6 +34,11 @@ struct CheckOptions {
   unsigned first = 0;
   unsigned last = 0;
   std::string archive;
+  // A run that checks chosen archives only (and the objects they reference): its success is not
+  // a success of the repository's check (docs/nightly.md: the last-success metric).
+  bool SelectsArchives() const {
+    return !archive.empty() || !match_archives.empty() || first || last || archives_only;
+  }
 
   // Partial runs (docs/nightly.md). A slice `--subset k/t` (0/0: none; `daily/week` and
   // `daily/month` are resolved to k/t by the CLI from the local date, subset_label says so).

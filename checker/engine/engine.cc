@@ -574,7 +574,8 @@ CheckOutcome Engine::Run() {
   for (const Finding& f : out.findings) report::CountFinding(f, sum);
   sum.elapsed_s = SecondsSince(start);
   sum.phases = phases_.Take();
-  out.state_status = partial_.Close(sum, true, false, started_unix, out.status.ok());
+  // A selection of archives is no success of the repository's check (the staleness alert).
+  out.state_status = partial_.Close(sum, true, false, started_unix, out.status.ok() && !opts_.SelectsArchives());
   return out;
 }
 

@@ -40,16 +40,27 @@ bool HadFindings(const UnitRecord& r, CheckLevel level) {
 // stopped by a signal saves marks but no `last_run`, so --min-interval looks at the units too,
 // not only at the last run.
 bool MarksVouchForEveryUnit(const StateFile& state, const std::vector<UnitView>& units, CheckLevel level) {
-  return std::all_of(units.begin(), units.end(), [&](const UnitView& u) {
+  // A unit without a record vouches only as a unit written after the state's last save: its
+  // mtime and ctime are later (a restored or copied older unit keeps its old mtime: cp -a,
+  // rsync -a). And at least one unit must be one the state verified: a tree of units none of
+  // which was ever verified here vouches for nothing.
+  const auto written_since_save = [&](const UnitIdentity& id) {
+    const double save_ns = state.updated_at * 1e9;
+    return double(id.mtime_ns) > save_ns && double(id.ctime_ns) > save_ns;
+  };
+  bool any_verified = false;
+  const bool all = std::all_of(units.begin(), units.end(), [&](const UnitView& u) {
     if (!u.on_disk) return false;
     if (!u.identity) return false;
     auto it = state.units.find(u.key);
-    if (it == state.units.end()) return true;
+    if (it == state.units.end()) return written_since_save(*u.identity);
     const UnitRecord* r = CurrentRecord(&state, u);
     if (!r || HadFindings(*r, level)) return false;
     std::optional<UnitMark> m = r->MarkFor(level);
+    any_verified |= m && m->result == UnitResult::kClean;
     return m && m->result == UnitResult::kClean;
   });
+  return all && any_verified;
 }
 
 // How far a cycle started at `started_at` got (unit_state.h): its units are those on disk that
@@ -259,11 +270,18 @@ StateRecorder::StateRecorder(StateDir& dir, StateFile state, std::vector<UnitVie
   for (const UnitView& u : units_) {
     if (!u.on_disk || !u.identity) continue;
     auto it = state_.units.find(u.key);
-    if (it != state_.units.end() && it->second.identity == *u.identity) continue;
+    if (it != state_.units.end() && SameFile(it->second.identity, *u.identity)) {
+      it->second.identity = *u.identity;  // the same file; an earlier record gains its ctime
+      continue;
+    }
+    // Another file under a known name (a copy restored onto the path, a segment number reused)
+    // loses its marks but stays a member of the cycle that knew the name: a cycle cannot
+    // complete by its units being replaced. Only a name never seen is new.
+    const double seen = it != state_.units.end() ? it->second.seen_at : last_save_;
     UnitRecord& r = state_.units[u.key];
     r = UnitRecord();
     r.identity = *u.identity;
-    r.seen_at = last_save_;
+    r.seen_at = seen;
   }
   // A run that marks starts a cycle when none is open: its units are those seen by now.
   if (marks_) {

@@ -468,3 +468,39 @@ TEST_CASE("the same file: size, mtime, inode and ctime; a record without a ctime
 }
 }  // namespace
 }  // namespace borgcheck::engine
+
+TEST_CASE("a unit replaced under its name stays in the cycle; a record without a ctime keeps its marks") {
+  TempStateDir tmp;
+  Result<StateDir::Opened> opened = StateDir::Open(tmp.path, kId, "/srv/borg/main");
+  REQUIRE(opened.ok());
+  StateDir& dir = *opened->dir;
+  const double day = 86400;
+  const UnitView a = View("segment 1", 100, {100, 1, 1, 11}), b = View("segment 2", 100, {100, 1, 2, 12});
+  const UnitView b_restored = View("segment 2", 100, {100, 1, 9, 19});  // a copy restored onto the path
+  StateFile s = Night(dir, opened->state, {a, b}, 1 * day, 1, 3);
+  REQUIRE(s.cycle_data);
+  s = Night(dir, s, {a, b_restored}, 2 * day, 2, 3);
+  CHECK(s.units.at("segment 2").seen_at == 1 * day);  // the name was known when the cycle began
+  s = Night(dir, s, {a, b_restored}, 3 * day, 3, 3);
+  // The restored unit lost slice 1 with its marks: the cycle is not complete (it was, once, by
+  // dropping the replaced unit as "new").
+  CHECK_FALSE(s.full_data);
+  s = Night(dir, s, {a, b_restored}, 4 * day, 1, 3);
+  REQUIRE(s.full_data);
+  CHECK(s.full_data->completed_at == 4 * day);
+
+  // A record an earlier borgcheck made (no ctime) is the same file when the rest agrees: its
+  // marks stay, and it gains the ctime.
+  StateFile old;
+  old.repository_id = kId;
+  UnitRecord r;
+  r.identity = {100, 1, 1, 0};
+  r.data = UnitMark{5 * day, 5 * day, UnitResult::kClean, false};
+  old.units["segment 1"] = r;
+  StateRecorder rec(dir, old, {a}, CheckLevel::kData, false, std::nullopt, 1e9, [day] { return 6 * day; });
+  REQUIRE(rec.Close().ok());
+  const StateFile after = rec.Snapshot();
+  REQUIRE(after.units.at("segment 1").data);
+  CHECK(after.units.at("segment 1").data->at == 5 * day);
+  CHECK(after.units.at("segment 1").identity.ctime_ns == 11);
+}

@@ -233,8 +233,8 @@ TEST_CASE("repository strings are escaped in every text line, ordinary ones are 
   f.location = "archive a\x1b[2J";
   f.message = "-a 'sh:\x07' matches no archive";
   f.advice = "see \xc2\x9b";
-  f.affected = Affected{{AffectedUse{"arch\rive", Id(1), "chunks", forged, 0, 4096, {}, {}},
-                         AffectedUse{"b\xe2\x80\xae", Id(2), "hardlink", "t\tab", 0, 10, "bad\xff", {}}},
+  f.affected = Affected{{AffectedUse{"arch\rive", Id(1), "chunks", forged, 0, 4096, {}, {}, {}, {}},
+                         AffectedUse{"b\xe2\x80\xae", Id(2), "hardlink", "t\tab", 0, 10, "bad\xff", {}, {}, {}}},
                         2};
   CHECK(FormatFindingLine(f) ==
         "error: reference chunk " + Hex(7) + " [archive a\\x1b[2J]: -a 'sh:\\x07' matches no archive\n");

@@ -272,6 +272,27 @@ class MetricsFile(CliTestCase):
         self.assertGreater(samples[("borgcheck_last_success_timestamp_seconds", None)], selected_at)
 
 
+    def test_a_run_of_some_archives_with_a_state_leaves_the_last_success_alone(self):
+        # The same with a state file, which carries the last success when the metrics file is
+        # gone: a --last 1 run must not record one there either.
+        repo = self.copy_fixture("v1.2.4/repos/repokey")
+        state = tempfile.mkdtemp(prefix="borgcheck-state-")  # outside the read-only-checked folder
+        self.addCleanup(shutil.rmtree, state, True)
+        r = self.run_borgcheck(["-q", "--verify-data", "--state-dir", state, repo, "--metrics-file", self.path], VERIFY)
+        self.assert_rc(r, cs.EXIT_OK)
+        [state_file] = glob.glob(os.path.join(state, "*", "*", "state.json"))
+        with open(state_file) as f:
+            state_success = json.load(f)["last_success_at"]
+        os.remove(self.path)
+        r = self.run_borgcheck(["-q", "--verify-data", "--last", "1", "--state-dir", state, repo,
+                                "--metrics-file", self.path], VERIFY)
+        self.assert_rc(r, cs.EXIT_OK)
+        samples, _ = self.promtool_accepts()
+        self.assertEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], state_success)
+        with open(state_file) as f:
+            self.assertEqual(json.load(f)["last_success_at"], state_success)
+
+
 class AlertRules(CliTestCase):
     def test_promtool_checks_and_tests_the_shipped_rules(self):
         p = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True, timeout=60)
