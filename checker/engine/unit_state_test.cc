@@ -466,9 +466,6 @@ TEST_CASE("the same file: size, mtime, inode and ctime; a record without a ctime
   CHECK(back->units["pack " + std::string(64, 'c')].identity.ctime_ns == 0);
   CHECK(FormatState(st).find("\"ctime_ns\":123456789012345678") != std::string::npos);
 }
-}  // namespace
-}  // namespace borgcheck::engine
-
 TEST_CASE("a unit replaced under its name stays in the cycle; a record without a ctime keeps its marks") {
   TempStateDir tmp;
   Result<StateDir::Opened> opened = StateDir::Open(tmp.path, kId, "/srv/borg/main");
@@ -504,3 +501,5 @@ TEST_CASE("a unit replaced under its name stays in the cycle; a record without a
   CHECK(after.units.at("segment 1").data->at == 5 * day);
   CHECK(after.units.at("segment 1").identity.ctime_ns == 11);
 }
+}  // namespace
+}  // namespace borgcheck::engine
