@@ -3,7 +3,7 @@
 //     object; the manifest in every slice), on a fixture of each generation and on a real borg
 //     1.2.4 repository before and after `borg compact` (the same partition: by chunk id, not by
 //     segment); each slice reads about 1/7 of the bytes (from the summary);
-//   * a time budget (--max-duration, reads slowed by io::FaultEnv): repeated runs verify every
+//   * a time budget (--max-duration, counted in units by the test clock): repeated runs verify every
 //     unit once before any is verified again, least recently verified first; a damaged segment
 //     found in one run is verified again and reported in the next;
 //   * a stop (signal) mid-run: the findings so far and a partial summary, and only completed
@@ -30,7 +30,8 @@
 #include "checker/base/stop_signal.h"
 #include "checker/engine/engine.h"
 #include "checker/engine/object_filter.h"
-#include "checker/engine/unit_state.h"
+#include "checker/schedule/partial_run.h"
+#include "checker/schedule/unit_state.h"
 #include "checker/io/fault_env.h"
 #include "checker/repo/borg1/borg1_source.h"
 #include "checker/repo/borg2b5/borg2b5_source.h"
@@ -120,7 +121,7 @@ Run CheckWith(Gen gen, const engine::CheckOptions& o, const io::Env& env = io::E
                                                                        : repo::MakeBorgstoreSource(o, env);
   RecordingSource src(std::move(inner), rec);
   Run r;
-  r.out = engine::RunEngine(src, o, {}, env);
+  r.out = schedule::RunScheduled(src, o, {}, env);
   r.ids = std::move(rec.ids);
   r.units = std::move(rec.units);
   return r;
@@ -285,33 +286,35 @@ struct StateFolder {
 std::string StateFileIn(const std::string& base) {
   std::vector<std::string> found;
   for (const fs::directory_entry& e : fs::recursive_directory_iterator(base)) {
-    if (e.path().filename() == engine::kStateFileName) found.push_back(e.path().string());
+    if (e.path().filename() == schedule::kStateFileName) found.push_back(e.path().string());
   }
   REQUIRE(found.size() == 1);
   return found[0];
 }
 
-engine::StateFile ReadState(const std::string& path) {
+schedule::StateFile ReadState(const std::string& path) {
   std::ifstream f(path);
   std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  Result<engine::StateFile> s = engine::ParseState(text);
+  Result<schedule::StateFile> s = schedule::ParseState(text);
   REQUIRE(s.ok());
   return *s;
 }
 
+// The time budget's tests count units, not time (CheckOptions::test_budget_s_per_unit): a
+// budget of N seconds at 1 s a unit starts exactly N units, whatever the machine's speed.
 TEST_CASE("a time budget verifies every unit once before any is verified again and oldest first") {
   ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
   RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/repokey");
   StateFolder state;
-  io::FaultEnv slow;
-  slow.DelayReads(std::chrono::milliseconds(15));
+  const io::Env& disk = io::Env::Default();
   engine::CheckOptions o = Options(repo.path());
   o.state_dir = state.path;
-  o.max_duration_s = 0.25;
+  o.max_duration_s = 4;
+  o.test_budget_s_per_unit = 1;
   std::vector<size_t> sequence;  // units read, run after run
   size_t runs = 0, units_total = 0;
   while (runs < 40) {
-    Run r = CheckWith(Gen::kBorg1, o, slow);
+    Run r = CheckWith(Gen::kBorg1, o, disk);
     ++runs;
     INFO("run " << runs << ": " << ErrorsOf(r.out));
     REQUIRE(r.out.status.ok());
@@ -321,26 +324,25 @@ TEST_CASE("a time budget verifies every unit once before any is verified again a
     CHECK(r.out.summary.has_coverage);
     CHECK(r.out.summary.segments == r.units.size());
     sequence.insert(sequence.end(), r.units.begin(), r.units.end());
-    if (r.out.summary.coverage.units_never_verified == 0) break;
+    CHECK(r.units.size() == 4);  // exactly the budget, in every run
     CHECK_FALSE(r.out.summary.complete);
     CHECK(r.out.summary.stopped == "time-budget");
-    CHECK(r.units.size() < units_total);  // the budget cut it short
-    CHECK(!r.units.empty());              // but every run advances
+    if (r.out.summary.coverage.units_never_verified == 0) break;
   }
   REQUIRE(units_total == 30);
-  REQUIRE(runs >= 2);
-  REQUIRE(sequence.size() >= units_total);
+  REQUIRE(runs == 8);  // 7 runs of 4 new units, then 2 new and the 2 oldest
+  REQUIRE(sequence.size() == 32);
   // The first units_total reads are every unit once.
   std::set<size_t> first(sequence.begin(), sequence.begin() + long(units_total));
   CHECK(first.size() == units_total);
   CHECK(sequence.size() - units_total < units_total);  // the last run went on with the oldest
   for (size_t i = units_total; i < sequence.size(); ++i) CHECK(sequence[i] == sequence[i - units_total]);
   // The next run starts again with the least recently verified: the first run's units.
-  Run next = CheckWith(Gen::kBorg1, o, slow);
+  Run next = CheckWith(Gen::kBorg1, o, disk);
   REQUIRE(!next.units.empty());
   const size_t done = sequence.size() - units_total;
   for (size_t i = 0; i < next.units.size() && done + i < units_total; ++i) CHECK(next.units[i] == sequence[done + i]);
-  const engine::StateFile st =
+  const schedule::StateFile st =
       ReadState(next.out.summary.coverage.state_file);
   CHECK(st.units.size() == units_total);
   REQUIRE(st.full_data.has_value());
@@ -351,27 +353,24 @@ TEST_CASE("a damaged segment found in one partial run is verified again and repo
   ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
   RepoCopy repo(Borg1Fixtures() + "/corrupt/mac-repokey");  // segment 2, offset 8: MAC
   StateFolder state;
-  io::FaultEnv slow;
-  slow.DelayReads(std::chrono::milliseconds(15));
+  const io::Env& disk = io::Env::Default();
   engine::CheckOptions o = Options(repo.path());
   o.state_dir = state.path;
-  o.max_duration_s = 0.25;
+  o.max_duration_s = 2;  // two units a run (the test clock, above)
+  o.test_budget_s_per_unit = 1;
   o.max_age_s = 30 * 86400;
-  // The first runs read the never verified segments in plan order (at least one a run, however
-  // slow planning is): until one reaches segment 2.
-  Run one;
-  for (int run = 0; run < 3; ++run) {
-    one = CheckWith(Gen::kBorg1, o, slow);
-    REQUIRE(one.out.status.ok());
-    REQUIRE(!one.units.empty());
-    if (std::count(one.units.begin(), one.units.end(), size_t(2))) break;
-    CHECK(one.out.summary.errors == 0);
-  }
-  REQUIRE(std::count(one.units.begin(), one.units.end(), size_t(2)) == 1);
+  // The first runs read the never verified segments in plan order: the second reaches segment 2.
+  Run first = CheckWith(Gen::kBorg1, o, disk);
+  REQUIRE(first.out.status.ok());
+  CHECK(first.units == std::vector<size_t>{0, 1});
+  CHECK(first.out.summary.errors == 0);
+  Run one = CheckWith(Gen::kBorg1, o, disk);
+  REQUIRE(one.out.status.ok());
+  REQUIRE(one.units == std::vector<size_t>{2, 3});
   REQUIRE(one.out.summary.errors == 1);
   CHECK(one.out.findings[0].segment == 2u);
   for (int run = 0; run < 3; ++run) {
-    Run again = CheckWith(Gen::kBorg1, o, slow);
+    Run again = CheckWith(Gen::kBorg1, o, disk);
     REQUIRE(again.out.status.ok());
     REQUIRE(!again.units.empty());
     CHECK(again.units[0] == 2);  // units with findings first, every run
@@ -380,12 +379,64 @@ TEST_CASE("a damaged segment found in one partial run is verified again and repo
     CHECK(again.out.findings[0].segment == 2u);
     CHECK(again.out.findings[0].stage == report::Stage::kAuthentication);
   }
-  const engine::StateFile st =
+  const schedule::StateFile st =
       ReadState(one.out.summary.coverage.state_file);
   REQUIRE(st.units.count("segment 2"));
   REQUIRE(st.units.at("segment 2").data.has_value());
-  CHECK(st.units.at("segment 2").data->result == engine::UnitResult::kErrors);
-  CHECK(st.units.at("segment 0").data->result == engine::UnitResult::kClean);
+  CHECK(st.units.at("segment 2").data->result == schedule::UnitResult::kErrors);
+  CHECK(st.units.at("segment 0").data->result == schedule::UnitResult::kClean);
+}
+
+TEST_CASE("a time budget keeps back what the last run's finish and archive pass took") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
+  RepoCopy repo(Borg1Fixtures() + "/v1.2.4/repos/repokey");
+  StateFolder state;
+  const io::Env& disk = io::Env::Default();
+  engine::CheckOptions o = Options(repo.path());
+  o.state_dir = state.path;
+  o.max_duration_s = 5;
+  o.test_budget_s_per_unit = 1;
+  o.test_after_reading_s = 2;  // what each run records as its finish and archive pass
+  auto budget_note = [](const Run& r) {
+    for (const std::string& n : r.out.summary.notes) {
+      if (n.find("time budget") != std::string::npos) return n;
+    }
+    return std::string();
+  };
+  // Nothing measured yet: the whole budget reads, and the note says the rest comes on top.
+  Run first = CheckWith(Gen::kBorg1, o, disk);
+  REQUIRE(first.out.status.ok());
+  CHECK(first.units.size() == 5);
+  CHECK(budget_note(first).find("nothing has measured the finish and the archive pass yet") != std::string::npos);
+  schedule::StateFile st = ReadState(first.out.summary.coverage.state_file);
+  REQUIRE(st.after_reading_data_s.has_value());
+  CHECK(*st.after_reading_data_s == 2);
+  CHECK_FALSE(st.after_reading_crc_s.has_value());
+  // 2 s kept back: 3 units.
+  Run second = CheckWith(Gen::kBorg1, o, disk);
+  REQUIRE(second.out.status.ok());
+  CHECK(second.units.size() == 3);
+  CHECK(budget_note(second).find("the reading stops 2.00s early, kept back for the finish and the archive pass") !=
+        std::string::npos);
+  // The last archive pass took more than the whole budget: one unit, and the advice.
+  o.test_after_reading_s = 9;
+  Run third = CheckWith(Gen::kBorg1, o, disk);  // records 9
+  CHECK(third.units.size() == 3);
+  Run fourth = CheckWith(Gen::kBorg1, o, disk);
+  REQUIRE(fourth.out.status.ok());
+  CHECK(fourth.units.size() == 1);
+  CHECK(budget_note(fourth).find("more than the whole budget: this run reads one segment; raise --max-duration") !=
+        std::string::npos);
+  // The real clock records what passed after the reading.
+  o.test_budget_s_per_unit = 0;
+  o.test_after_reading_s = 0;
+  o.max_duration_s = 3600;
+  Run real = CheckWith(Gen::kBorg1, o, disk);
+  REQUIRE(real.out.status.ok());
+  st = ReadState(real.out.summary.coverage.state_file);
+  REQUIRE(st.after_reading_data_s.has_value());
+  CHECK(*st.after_reading_data_s < 9);
+  CHECK(*st.after_reading_data_s >= 0);
 }
 
 TEST_CASE("a stop mid-run reports the findings so far and marks only units read whole") {
@@ -399,7 +450,7 @@ TEST_CASE("a stop mid-run reports the findings so far and marks only units read 
   Recorded rec;
   rec.stop_at_unit = 5;  // stop once segment 5 is being read (segment 2, the damaged one, was verified before)
   RecordingSource src(repo::MakeBorg1Source(o, slow), rec);
-  engine::CheckOutcome out = engine::RunEngine(src, o, {}, slow);
+  engine::CheckOutcome out = schedule::RunScheduled(src, o, {}, slow);
   TEST_ResetStopSignal();
   CHECK(out.stop_signal == 15);
   CHECK(out.status.code() == StatusCode::kInterrupted);
@@ -409,7 +460,7 @@ TEST_CASE("a stop mid-run reports the findings so far and marks only units read 
   REQUIRE(out.summary.errors == 1);  // the MAC failure in segment 2, found before the stop
   CHECK(out.findings[0].segment == 2u);
   CHECK(out.summary.objects_verified < out.summary.objects_total);
-  const engine::StateFile st = ReadState(out.summary.coverage.state_file);
+  const schedule::StateFile st = ReadState(out.summary.coverage.state_file);
   // Segments 0..4 were read whole; 5 was cut short by the stop; none after it was started. (Every
   // unit on disk has a record from the start of the run, its seen_at; only those read have a mark.)
   std::set<std::string> marked;
@@ -418,7 +469,7 @@ TEST_CASE("a stop mid-run reports the findings so far and marks only units read 
   }
   CHECK(marked == std::set<std::string>{"segment 0", "segment 1", "segment 2", "segment 3", "segment 4"});
   CHECK(st.units.size() == 30);
-  CHECK(st.units.at("segment 2").data->result == engine::UnitResult::kErrors);
+  CHECK(st.units.at("segment 2").data->result == schedule::UnitResult::kErrors);
   CHECK_FALSE(st.last_run_at.has_value());  // a stopped run is not a finished run
 }
 
@@ -432,7 +483,7 @@ TEST_CASE("a unit that vanishes mid-run is not marked but the units read before 
   o.state_dir = state.path;
   Run r = CheckWith(Gen::kBorg1, o, env);
   REQUIRE(r.out.status.code() == StatusCode::kRepositoryChanged);
-  const engine::StateFile st = ReadState(r.out.summary.coverage.state_file);
+  const schedule::StateFile st = ReadState(r.out.summary.coverage.state_file);
   std::set<std::string> marked;
   for (const auto& [key, u] : st.units) {
     if (u.crc) marked.insert(key);
@@ -456,8 +507,8 @@ TEST_CASE("the state: corrupt or another repository's or a newer version or an u
   const std::string id = first.out.summary.repository_id;
   REQUIRE(id.size() == 64);
   const std::string file = first.out.summary.coverage.state_file;
-  REQUIRE(file == state.path + "/" + id + "/" + engine::StateFolderName(engine::CanonicalRepositoryPath(repo.path())) +
-                      "/" + engine::kStateFileName);
+  REQUIRE(file == state.path + "/" + id + "/" + schedule::StateFolderName(schedule::CanonicalRepositoryPath(repo.path())) +
+                      "/" + schedule::kStateFileName);
   REQUIRE(fs::exists(file));
   CHECK(first.out.warnings.empty());
 
@@ -475,9 +526,9 @@ TEST_CASE("the state: corrupt or another repository's or a newer version or an u
     CHECK(ReadState(file).units.size() == r.out.summary.units_total);
   }
   SECTION("another repository's: refused") {
-    engine::StateFile other = ReadState(file);
+    schedule::StateFile other = ReadState(file);
     other.repository_id = std::string(64, 'a');
-    std::ofstream(file, std::ios::trunc) << engine::FormatState(other);
+    std::ofstream(file, std::ios::trunc) << schedule::FormatState(other);
     Run r = CheckWith(Gen::kBorg1, o);
     REQUIRE(r.out.status.code() == StatusCode::kInvalidArgument);
     CHECK_THAT(r.out.status.message(), Catch::Contains("belongs to repository " + std::string(64, 'a') + ", not to " + id) &&
@@ -501,8 +552,8 @@ TEST_CASE("the state: corrupt or another repository's or a newer version or an u
     CHECK_FALSE(r.out.state_status.ok());
   }
   SECTION("another run holds the state: refused") {
-    Result<engine::StateDir::Opened> held =
-        engine::StateDir::Open(state.path, id, engine::CanonicalRepositoryPath(repo.path()));
+    Result<schedule::StateDir::Opened> held =
+        schedule::StateDir::Open(state.path, id, schedule::CanonicalRepositoryPath(repo.path()));
     REQUIRE(held.ok());
     Run r = CheckWith(Gen::kBorg1, o);
     REQUIRE(r.out.status.code() == StatusCode::kIoError);
@@ -575,12 +626,12 @@ TEST_CASE("min-interval never skips while a unit's mark is not clean (a signal-s
   REQUIRE(first.out.status.ok());
   REQUIRE(first.out.summary.complete);
   const std::string file = first.out.summary.coverage.state_file;
-  engine::StateFile st = ReadState(file);
+  schedule::StateFile st = ReadState(file);
   REQUIRE_FALSE(st.units.empty());
-  engine::UnitRecord& u = st.units.begin()->second;
+  schedule::UnitRecord& u = st.units.begin()->second;
   REQUIRE(u.crc.has_value());
-  u.crc->result = engine::UnitResult::kErrors;  // what the stopped run marked
-  std::ofstream(file, std::ios::trunc) << engine::FormatState(st);
+  u.crc->result = schedule::UnitResult::kErrors;  // what the stopped run marked
+  std::ofstream(file, std::ios::trunc) << schedule::FormatState(st);
 
   o.min_interval_s = 7 * 86400;
   o.now_unix = 1800000000 + 86400;
@@ -612,7 +663,7 @@ TEST_CASE("slices with a state mark a unit verified once every slice of it is do
     CHECK(r.out.summary.coverage.units_verified == (k < 3 ? 0u : 30u));
     CHECK((r.out.summary.coverage.full_verification_at > 0) == (k == 3));
   }
-  const engine::StateFile st = ReadState(StateFileIn(state.path));
+  const schedule::StateFile st = ReadState(StateFileIn(state.path));
   for (const auto& [key, u] : st.units) {
     REQUIRE(u.crc.has_value());
     CHECK(u.crc->by_slices);
@@ -629,7 +680,7 @@ TEST_CASE("slices with a state mark a unit verified once every slice of it is do
   CHECK(again.units.size() == 30);  // a slice run leaves nothing out for --max-age
   CHECK(again.out.summary.coverage.units_verified == 30u);
   CHECK(again.out.summary.coverage.ratio == 1.0);
-  const engine::StateFile after = ReadState(again.out.summary.coverage.state_file);
+  const schedule::StateFile after = ReadState(again.out.summary.coverage.state_file);
   for (const auto& [key, u] : after.units) {
     REQUIRE(u.crc.has_value());
     CHECK(u.crc->at == Approx(t0 + 2 * day).margin(60));

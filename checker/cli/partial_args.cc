@@ -198,6 +198,17 @@ Status ApplyPartialArgs(const PartialRaw& raw, run::CheckOptions& o, std::vector
                          " in effect (the time budget counts units, not time)");
   }
 
+  if (const char* t = hooks ? Env("BORGCHECK_TEST_AFTER_READING_S") : nullptr) {
+    char* end = nullptr;
+    double s = std::strtod(t, &end);
+    if (*end != '\0' || !(s >= 0 && s <= 86400) || o.test_budget_s_per_unit <= 0) {
+      return Invalid("BORGCHECK_TEST_AFTER_READING_S must be 0..86400 seconds, with BORGCHECK_TEST_BUDGET_S_PER_UNIT");
+    }
+    o.test_after_reading_s = s;
+    hook_notes.push_back(std::string("TEST hook BORGCHECK_TEST_AFTER_READING_S=") + t +
+                         " in effect (the time after the reading is recorded as this)");
+  }
+
   if (!raw.subset.empty()) {
     Result<SubsetChoice> c = ParseSubset(raw.subset, today);
     if (!c.ok()) return c.status();

@@ -34,27 +34,6 @@ using report::Stage;
 
 namespace {
 
-// Stages whose error findings mean the object's bytes cannot be had as stored: the chunk is
-// bad (or missing, for `missing`) for the archives that use it. `io` is a chunk that could not
-// be read (not checked, not known to be damaged): its uses are named on its io finding, with no
-// repair advice. `index` and `segment` findings describe the repository's records, not an
-// object's content, and `reference`/`archive` are this pass's own.
-bool IsObjectStage(Stage s) {
-  switch (s) {
-    case Stage::kIo:
-    case Stage::kEntryCrc:
-    case Stage::kEnvelope:
-    case Stage::kAuthentication:
-    case Stage::kDecompression:
-    case Stage::kIdHash:
-    case Stage::kMissing:
-    case Stage::kTruncated:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool RepairPatchesChunks(Generation g) { return g != Generation::kBorg2Master; }
 
 std::string Count(uint64_t n, std::string_view one, std::string_view many) {
@@ -178,7 +157,7 @@ void ArchivePass::MakeTable() {
 void ArchivePass::DescribeManifestFindings(std::vector<Finding>& findings) const {
   const ChunkId zero{};
   for (Finding& f : findings) {
-    if (f.severity != Severity::kError || !f.chunk_id || *f.chunk_id != zero || !IsObjectStage(f.stage)) continue;
+    if (!VerdictOf(f) || *f.chunk_id != zero) continue;
     f.advice = f.stage == Stage::kIo
                    ? "the manifest (the list of archives) could not be read: no archive was checked; read it again "
                      "once the storage is fixed"
@@ -298,7 +277,7 @@ std::string ChunkNo(const StreamProblem& p) { return fmt::format("{:06d} (of {})
 
 }  // namespace
 
-void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum) {
+void ArchivePass::Finish(std::vector<Finding>& findings, const ObjectVerdicts& verdicts, report::RunSummary& sum) {
   if (restricts_) sum.objects_total = WantedObjects();
   sum.archives_not_checked = not_checked_;
   if (manifest_lost_) DescribeManifestFindings(findings);
@@ -312,15 +291,14 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
     walks_ = 0;
   }
 
-  // The states of the objects, from the findings of the run.
+  // The states of the objects, from the engine's verdicts. An unreadable object is bad for the
+  // archives too (their files cannot be restored from what was read); its finding says it was
+  // not checked, and no repair advice is given for it (below).
   bool new_bad = false;
-  for (const Finding& f : findings) {
-    if (f.severity != Severity::kError || !f.chunk_id || !IsObjectStage(f.stage)) continue;
-    const std::optional<size_t> i = source_->Find(*f.chunk_id);
-    if (!i || *i >= table_->size()) continue;
-    const RefState s = f.stage == Stage::kMissing ? RefState::kMissing : RefState::kBad;
-    if (table_->StateAt(*i) == RefState::kMissing) continue;
-    table_->SetState(*i, s);
+  for (const auto& [id, v] : verdicts.by_id) {
+    const std::optional<size_t> i = source_->Find(id);
+    if (!i || *i >= table_->size() || table_->StateAt(*i) == RefState::kMissing) continue;
+    table_->SetState(*i, v.verdict == ObjectVerdict::kMissing ? RefState::kMissing : RefState::kBad);
     new_bad = new_bad || table_->Marked(*i) || !restricts_;
   }
   // Walk, or walk again: the first walk's memo named no paths for objects it took as intact.
@@ -472,12 +450,7 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
     }
   }
 
-  // One finding per chunk: the run's own error finding of it, or a new one.
-  std::map<ChunkId, size_t> existing;
-  for (size_t i = 0; i < findings.size(); ++i) {
-    const Finding& f = findings[i];
-    if (f.severity == Severity::kError && f.chunk_id && IsObjectStage(f.stage)) existing.emplace(*f.chunk_id, i);
-  }
+  // One finding per chunk: the run's own error finding of it (the verdict's), or a new one.
   for (auto& [id, c] : by_chunk) {
     const size_t n_archives = c.archives.size();
     std::string advice;
@@ -500,8 +473,8 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
     }
     if (c.any_healthy && !c.any_content) advice.clear();  // borg already replaced it by zeros
     Finding* target = nullptr;
-    if (auto it = existing.find(id); it != existing.end()) {
-      target = &findings[it->second];
+    if (const ObjectVerdicts::Entry* v = verdicts.Find(id)) {
+      target = &findings[v->finding];
     } else {
       std::string msg;
       Severity sev = Severity::kError;
@@ -544,8 +517,8 @@ void ArchivePass::Finish(std::vector<Finding>& findings, report::RunSummary& sum
     target->advice = advice;
   }
   // Bad chunks no walked archive uses say so too (an empty `affected`).
-  for (auto& [id, i] : existing) {
-    if (!findings[i].affected && id != ChunkId{}) findings[i].affected = report::Affected{};
+  for (const auto& [id, v] : verdicts.by_id) {
+    if (!findings[v.finding].affected && id != ChunkId{}) findings[v.finding].affected = report::Affected{};
   }
 
   // Orphans: stored, referenced by no archive (borg 1.x and 2.0.0b5, every archive walked).

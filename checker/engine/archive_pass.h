@@ -10,8 +10,8 @@
 //      the run's ObjectFilter (object_filter.h) then wants exactly those ids, so the object
 //      pass verifies them and nothing else (the manifest aside, which it always verifies).
 //   3. Finish (after the source's Finish, with all findings of the run): the reference table
-//      gets each object's state from the findings (an error finding of a data stage against a
-//      stored chunk: bad, or missing when its stage is `missing`); the archives are walked
+//      gets each object's state from the engine's verdicts (object_verdict.h: damaged or
+//      unreadable is bad, missing is missing); the archives are walked
 //      (again, after step 2, only if an object they reference turned out bad); the results
 //      become findings (below); orphans are counted.
 //
@@ -48,6 +48,7 @@
 #include "checker/engine/check_options.h"
 #include "checker/engine/object_filter.h"
 #include "checker/engine/object_source.h"
+#include "checker/engine/object_verdict.h"
 #include "checker/report/finding.h"
 #include "checker/report/summary.h"
 
@@ -72,9 +73,10 @@ class ArchivePass {
   // borg check only warns (exit 1), which a nightly job takes for success.
   Status WalkFirst(ObjectFilter& filter, Plan& plan);
 
-  // 3. Findings sorted by report::FindingLess in and out; the summary's archive facts (and,
-  // when restricted, objects_total: the objects the archives reference).
-  void Finish(std::vector<report::Finding>& findings, report::RunSummary& summary);
+  // 3. Findings sorted by report::FindingLess in and out, and the engine's verdict of each
+  // object they name (ObjectVerdicts::Of(findings): indices into `findings`); the summary's
+  // archive facts (and, when restricted, objects_total: the objects the archives reference).
+  void Finish(std::vector<report::Finding>& findings, const ObjectVerdicts& verdicts, report::RunSummary& summary);
 
  private:
   class Table;

@@ -56,7 +56,7 @@ struct CheckOptions {
   // state of repository <id> at path P lives in <state_dir>/<id>/<P as unit_state.h spells it>/.
   // "": no state is read or written.
   std::string state_dir;
-  // Seconds between state checkpoints (0: the engine's default, engine/unit_state.h).
+  // Seconds between state checkpoints (0: the engine's default, schedule/unit_state.h).
   double checkpoint_interval_s = 0;
   // Unix time to count as "now" for the state (0: the clock). Tests only.
   double now_unix = 0;
@@ -64,6 +64,10 @@ struct CheckOptions {
   // passed (0: the clock), so that a test's budget admits an exact number of units whatever the
   // machine's speed. Tests only (BORGCHECK_TEST_BUDGET_S_PER_UNIT).
   double test_budget_s_per_unit = 0;
+  // Under that clock, what the run records as its time after the reading (the finish and the
+  // archive pass, which the next budgeted run keeps back): this, not the time that passed.
+  // Tests only (BORGCHECK_TEST_AFTER_READING_S; 0 when unset).
+  double test_after_reading_s = 0;
   // Benchmarking and tests only (BORGCHECK_LANES=0): false makes every verifier hash one object
   // at a time instead of several in hash lanes (crypto/hash_pipeline.h), so that bench/compare
   // can measure what the lanes gain. The findings are the same (tests/lanes_test.cc).

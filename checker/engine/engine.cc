@@ -21,7 +21,8 @@
 #include "checker/engine/byte_budget.h"
 #include "checker/engine/key_fallback.h"
 #include "checker/engine/object_filter.h"
-#include "checker/engine/partial_run.h"
+#include "checker/engine/object_verdict.h"
+#include "checker/engine/run_schedule.h"
 #include "checker/pool/work_stealing_pool.h"
 
 namespace borgcheck::engine {
@@ -158,7 +159,7 @@ struct UnitTracker {
   std::atomic<uint64_t>* bytes_done = nullptr;  // the engine's counter
   ByteBudget* budget = nullptr;
   uint64_t reserved = 0;                        // released by the destructor
-  PartialRun* partial = nullptr;                // told when the unit is done (partial_run.h)
+  RunObserver* observer = nullptr;              // told when the unit is done (run_schedule.h)
   size_t unit = 0;
   bool whole = true;                            // every object of the unit was wanted
   std::atomic<uint64_t> credited{0};
@@ -169,7 +170,7 @@ struct UnitTracker {
   }
   ~UnitTracker() {
     uint64_t c = credited.load(std::memory_order_relaxed);
-    if (partial) partial->Released(unit, whole, c, unit_bytes);
+    if (observer) observer->Released(unit, whole, c, unit_bytes);
     if (c < unit_bytes) bytes_done->fetch_add(unit_bytes - c, std::memory_order_relaxed);
     if (reserved) budget->Release(reserved);
   }
@@ -189,16 +190,18 @@ struct WorkerState {
 
 class Engine {
  public:
-  Engine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress, const io::Env& env)
+  Engine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress, const io::Env& env,
+         UnitSchedule& schedule, RunObserver& observer)
       : source_(source),
         opts_(options),
         progress_(progress),
         env_(env),
         archives_(options, options.threads),
-        partial_(options, env, source) {}
+        schedule_(schedule),
+        observer_(observer) {}
 
   CheckOutcome Run();
-  std::optional<double> StateLastSuccess() const { return partial_.LastSuccess(); }
+  std::optional<double> StateLastSuccess() const { return schedule_.LastSuccess(); }
 
  private:
   class Sink;
@@ -230,7 +233,8 @@ class Engine {
   Plan plan_;
   ObjectFilter filter_;  // what Sink::Wants asks; configured before the pool starts
   ArchivePass archives_;  // the archive pass (archive_pass.h): main thread only
-  PartialRun partial_;    // schedule, time budget, state, coverage (partial_run.h)
+  UnitSchedule& schedule_;  // which units, in what order, the time budget (run_schedule.h)
+  RunObserver& observer_;   // told what happened to each unit (any thread; run_schedule.h)
   PhaseClock phases_;     // the summary's phase timings: main thread only
 
   // own synchronisation
@@ -259,7 +263,7 @@ class Engine::Sink final : public UnitSink {
     e_.SubmitObjects(unit_, std::move(block), std::move(refs));
   }
   void Finding(report::Finding f, bool object_done) override {
-    e_.partial_.Finding(unit_, f.severity == Severity::kError);
+    e_.observer_.Finding(unit_, f.severity == Severity::kError);
     e_.sink_.Add(std::move(f));
     if (object_done) e_.objects_done_.fetch_add(1, std::memory_order_relaxed);
   }
@@ -294,7 +298,7 @@ std::shared_ptr<Block> Engine::TakeBlock(const std::shared_ptr<UnitTracker>& tra
 }
 
 void Engine::SubmitObjects(size_t unit, std::shared_ptr<Block> block, std::vector<ObjectRef> refs) {
-  partial_.Submitted(unit, refs.size());
+  observer_.Submitted(unit, refs.size());
   size_t i = 0;
   while (i < refs.size()) {
     auto batch = std::make_shared<VerifyBatch>();
@@ -334,7 +338,7 @@ void Engine::Verify(const VerifyBatch& b, size_t worker) {
     if (!fail) {
       passed(stored, ws.results[i].plaintext_bytes);
       if (counted) objects_done_.fetch_add(1, std::memory_order_relaxed);
-      partial_.Verified(b.unit);
+      observer_.Verified(b.unit);
       continue;
     }
     // 5. The second read.
@@ -366,31 +370,31 @@ void Engine::Verify(const VerifyBatch& b, size_t worker) {
     if (reread == Reread::kPassed) msg += "; the second read verified (a transient read error?)";
     Finding f = report::MakeFinding(severity, fail->stage, unit.location.At(ref.file_offset), &ref.id, std::move(msg));
     f.reread = reread;
-    partial_.Finding(b.unit, f.severity == Severity::kError);  // before Verified: the unit's mark needs it
+    observer_.Finding(b.unit, f.severity == Severity::kError);  // before Verified: the unit's mark needs it
     sink_.Add(std::move(f));
     if (counted) objects_done_.fetch_add(1, std::memory_order_relaxed);
-    partial_.Verified(b.unit);
+    observer_.Verified(b.unit);
   }
 }
 
 void Engine::ReadOneUnit(size_t unit, std::shared_ptr<UnitTracker> tracker, bool from_budget) {
   Sink sink(*this, unit, std::move(tracker), from_budget);
   source_.ReadUnit(unit, sink);
-  partial_.ReadReturned(unit, Stopping());
+  observer_.ReadReturned(unit, Stopping());
 }
 
 void Engine::ReadAll() {
   // The schedule's units (all of them, in plan order, unless the state or a time budget says
-  // otherwise: partial_run.h); no unit starts once the time budget is spent.
-  for (size_t u : partial_.order()) {
-    if (Stopping() || partial_.OutOfTime()) break;
-    partial_.Admit();
-    if (plan_.in_order && !partial_.MayStart()) break;
+  // otherwise: the UnitSchedule); no unit starts once the time budget is spent.
+  for (size_t u : schedule_.order()) {
+    if (Stopping() || schedule_.OutOfTime()) break;
+    schedule_.Admit();
+    if (plan_.in_order && !schedule_.MayStart()) break;
     auto tracker = std::make_shared<UnitTracker>();
     tracker->unit_bytes = plan_.units[u].bytes;
     tracker->bytes_done = &bytes_done_;
     tracker->budget = budget_.get();
-    tracker->partial = &partial_;
+    tracker->observer = &observer_;
     tracker->unit = u;
     tracker->whole = filter_.WantsAll();
     if (plan_.in_order) {
@@ -403,7 +407,7 @@ void Engine::ReadAll() {
     budget_->Acquire(tracker->unit_bytes);
     tracker->reserved = tracker->unit_bytes;
     pool_->Submit([this, u, tracker](size_t) mutable {
-      if (partial_.MayStart()) ReadOneUnit(u, std::move(tracker), false);
+      if (schedule_.MayStart()) ReadOneUnit(u, std::move(tracker), false);
     });
   }
 }
@@ -425,10 +429,10 @@ CheckOutcome Engine::Run() {
   }
   plan_ = std::move(plan).value();
   sum.repository_id = plan_.repository_id;
-  const double started_unix = partial_.Now();
+  const double started_unix = schedule_.Now();
 
   // Partial runs: the state, --min-interval, the slice and the sample, the schedule.
-  Result<bool> go = partial_.Prepare(plan_, filter_, sum, out.warnings);
+  Result<bool> go = schedule_.Prepare(plan_, filter_, sum, out.warnings);
   if (!go.ok()) {
     out.status = go.status();
     return out;
@@ -454,7 +458,7 @@ CheckOutcome Engine::Run() {
       }
       key_fallback.Failed(std::move(s));
       source_.FallBackToKeyless();
-      partial_.FallBackToKeyless();
+      schedule_.FallBackToKeyless();
       sum.verify_data = false;
     }
   }
@@ -470,7 +474,7 @@ CheckOutcome Engine::Run() {
   if (key_fallback.active()) sum.notes.push_back(key_fallback.Note());
   else archives_.Start(source_, sink_, sum.notes);  // list and select the archives (verify-data)
   sum.objects_total = plan_.objects_total;
-  const uint64_t total_bytes = partial_.scheduled_bytes();  // progress: the units this run reads
+  const uint64_t total_bytes = schedule_.scheduled_bytes();  // progress: the units this run reads
 
   // 3. Workers, budget, pool.
   const unsigned threads = std::max(1u, opts_.threads);
@@ -491,7 +495,7 @@ CheckOutcome Engine::Run() {
     return out;
   }
 
-  partial_.StartReading(filter_);
+  schedule_.StartReading(filter_);
 
   // 4-6. Read and verify.
   phases_.Next("read+verify");
@@ -523,6 +527,7 @@ CheckOutcome Engine::Run() {
   }
   progress.Finish();
   pool_.reset();
+  observer_.ReadingEnded();
 
   // 7. Stop and change. A signal still reports what the run found so far.
   if (int sig = PendingStopSignal()) {
@@ -553,8 +558,8 @@ CheckOutcome Engine::Run() {
   }
   std::vector<ObjectVerifier*> verifiers;
   for (WorkerState& w : workers_) verifiers.push_back(w.verifier.get());
-  const std::vector<uint8_t> unit_read = partial_.UnitsRead();
-  FinishContext ctx{sink_, sum, verifiers, partial_.Complete(), unit_read};
+  const std::vector<uint8_t> unit_read = schedule_.UnitsRead();
+  FinishContext ctx{sink_, sum, verifiers, schedule_.Complete(), unit_read};
   source_.Finish(ctx);
   workers_.clear();
   if (int sig = PendingStopSignal()) {  // Finish may read a manifest: a signal there still counts
@@ -564,7 +569,7 @@ CheckOutcome Engine::Run() {
   }
   out.findings = sink_.Sorted();
   phases_.Next("archive pass");
-  archives_.Finish(out.findings, sum);  // walk, affected uses, archive findings, orphans
+  archives_.Finish(out.findings, ObjectVerdicts::Of(out.findings), sum);  // walk, affected uses, archive findings, orphans
   if (int sig = PendingStopSignal()) {
     SetInterrupted(out, sig);
     Summarize(out, false, true, started_unix, start, /*findings_taken=*/true);
@@ -575,7 +580,7 @@ CheckOutcome Engine::Run() {
   sum.elapsed_s = SecondsSince(start);
   sum.phases = phases_.Take();
   // A selection of archives is no success of the repository's check (the staleness alert).
-  out.state_status = partial_.Close(sum, true, false, started_unix, out.status.ok() && !opts_.SelectsArchives());
+  out.state_status = schedule_.Close(sum, true, false, started_unix, out.status.ok() && !opts_.SelectsArchives());
   return out;
 }
 
@@ -596,7 +601,7 @@ void Engine::Summarize(CheckOutcome& out, bool finished, bool by_signal, double 
   for (const Finding& f : out.findings) report::CountFinding(f, sum);
   sum.elapsed_s = SecondsSince(start);
   sum.phases = phases_.Take();
-  out.state_status = partial_.Close(sum, finished, by_signal, started_unix, out.status.ok());
+  out.state_status = schedule_.Close(sum, finished, by_signal, started_unix, out.status.ok());
   out.partial_report = by_signal;
 }
 
@@ -608,8 +613,8 @@ void SetInterrupted(CheckOutcome& out, int signo) {
 }
 
 CheckOutcome RunEngine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress,
-                       const io::Env& env) {
-  Engine e(source, options, progress, env);
+                       const io::Env& env, UnitSchedule& schedule, RunObserver& observer) {
+  Engine e(source, options, progress, env, schedule, observer);
   CheckOutcome out = e.Run();
   out.state_last_success_at = e.StateLastSuccess();
   // A stop signal the run did not see itself (it came while planning or unlocking the key).

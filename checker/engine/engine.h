@@ -15,8 +15,11 @@
 //      entries are warnings and not counted, orphans are counted and say so;
 //   7. stop (a signal) and "repository changed" (a unit vanished, or the source says so):
 //      no verdict;
-//   8. finish (source), then the summary: findings sorted by location (identical for every
+//   8. finish (source), then the archive pass (archive_pass.h), handed one verdict per object
+//      (object_verdict.h), then the summary: findings sorted by location (identical for every
 //      thread count), counted by stage and severity.
+// Which units are read, in what order, and what is recorded of them is not the engine's: a
+// UnitSchedule and a RunObserver (run_schedule.h) decide and listen.
 //
 // Budget: bytes in flight (read, not yet verified) are at most max(kMinInFlight, threads x
 // plan.in_flight_per_thread); one object or unit larger than that is let through alone.
@@ -34,6 +37,7 @@
 #include "checker/base/status.h"
 #include "checker/engine/check_options.h"
 #include "checker/engine/object_source.h"
+#include "checker/engine/run_schedule.h"
 #include "checker/io/env.h"
 #include "checker/report/finding.h"
 #include "checker/report/output.h"
@@ -69,8 +73,11 @@ struct CheckOutcome {
 // final = true on the main thread after the last object (the totals reached).
 using ProgressCallback = std::function<void(const report::Progress&, bool final)>;
 
+// `schedule` decides which units are read and in what order, `observer` is told what happened
+// to each (run_schedule.h; checker/schedule/ implements both, and schedule::RunScheduled wires
+// them). Both must outlive the call.
 CheckOutcome RunEngine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress,
-                       const io::Env& env);
+                       const io::Env& env, UnitSchedule& schedule, RunObserver& observer);
 
 // The outcome of a run a signal stopped: kInterrupted, naming the signal.
 void SetInterrupted(CheckOutcome& out, int signo);

@@ -41,6 +41,7 @@
 #include "checker/engine/engine.h"
 #include "checker/io/env.h"
 #include "checker/io/fault_env.h"
+#include "checker/schedule/partial_run.h"
 
 namespace borgcheck::engine {
 namespace {
@@ -438,7 +439,7 @@ Run RunFake(FakeSource& source, unsigned threads, const io::Env& env = io::Env::
   return RunWithin([&] {
     Run r;
     r.caller = std::this_thread::get_id();
-    r.out = RunEngine(source, opts, progress, env);
+    r.out = schedule::RunScheduled(source, opts, progress, env);
     return r;
   });
 }
@@ -994,7 +995,7 @@ TEST_CASE("engine: progress credits a unit with at most its own size", "[engine]
   opts.verify_data = true;
   opts.threads = 2;
   ProgressCallback cb = log.Callback();
-  CheckOutcome out = RunWithin([&] { return RunEngine(source, opts, cb, io::Env::Default()); });
+  CheckOutcome out = RunWithin([&] { return schedule::RunScheduled(source, opts, cb, io::Env::Default()); });
   REQUIRE(out.status.ok());
   REQUIRE(seen);
   CHECK(seen->bytes_done == 100);

@@ -153,7 +153,7 @@ class ObjectSource {
   // Calls `each` with the id of every live object of plan.units[unit] (what a run that wants
   // every object verifies there); false when the source cannot tell. After MakePlan, on the
   // main thread while no unit is read (the coverage of slice runs counts a unit's objects per
-  // slice with it: partial_run.h).
+  // slice with it: schedule/partial_run.h).
   virtual bool ForEachLiveId(size_t unit, const std::function<void(const ChunkId&)>& each) const {
     (void)unit;
     (void)each;

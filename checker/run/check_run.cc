@@ -8,6 +8,7 @@
 #include "checker/repo/borg2b5/borg2b5_source.h"
 #include "checker/repo/borgstore/borgstore_source.h"
 #include "checker/repo/format_detect.h"
+#include "checker/schedule/partial_run.h"
 
 namespace borgcheck::run {
 namespace {
@@ -36,7 +37,7 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
     return out;
   }
   for (const Generation& g : kGenerations) {
-    if (g.format == format->format) return engine::RunEngine(*g.make(options, env), options, progress, env);
+    if (g.format == format->format) return schedule::RunScheduled(*g.make(options, env), options, progress, env);
   }
   out.status = Status(StatusCode::kUnsupported,
                       "unsupported repository version " + std::to_string(format->version) + " at " +

@@ -8,7 +8,9 @@
   cli/ or another generation. Its CMake library links neither borgcheck::engine nor
   borgcheck::pool.
 - The shared folders segment_log/ and borg2/ include no generation.
-- The engine includes pool, report, io, archive and base, and never a generation, run/ or cli/.
+- The engine includes pool, report, io, archive and base, and never a generation, schedule/, run/
+  or cli/: partial runs (schedule/) sit above it, behind engine/run_schedule.h.
+- schedule/ includes the engine's headers and the leaves, never a generation, pool/, run/ or cli/.
 - The leaves (crypto, codecs, pool, report, io, archive, base) include no repo/, engine/, run/
   or cli/ code; keys/ includes no repo/, engine/, run/ or cli/.
 
@@ -57,7 +59,7 @@ def violation(src, inc):
     if kind == "repo" and sub in GENERATIONS:
         if is_engine_implementation(inc):
             return "a generation includes the engine's implementation"
-        if ikind in ("pool", "run", "cli"):
+        if ikind in ("pool", "schedule", "run", "cli"):
             return "a generation includes %s/" % ikind
         if ikind == "repo" and isub is not None and isub != sub:
             if isub in SHARED:
@@ -69,27 +71,31 @@ def violation(src, inc):
     if kind == "repo" and sub in SHARED:
         if ikind == "repo" and isub is not None and isub != sub and isub not in SHARED:
             return "shared folder repo/%s includes generation %s" % (sub, isub)
-        if ikind in ("pool", "run", "cli") or is_engine_implementation(inc):
+        if ikind in ("pool", "schedule", "run", "cli") or is_engine_implementation(inc):
             return "shared folder repo/%s includes %s" % (sub, inc)
         return None
     if kind == "repo" and sub is None:  # repo/'s own files (format_detect, borg_lock, ...)
         if ikind == "repo" and isub in GENERATIONS:
             return "repo/ includes generation %s" % isub
-        if ikind in ("pool", "run", "cli", "engine"):
+        if ikind in ("pool", "schedule", "run", "cli", "engine"):
             return "repo/ includes %s/" % ikind
         return None
     if kind == "engine":
-        if ikind in ("repo", "run", "cli", "keys", "crypto", "codecs"):
+        if ikind in ("repo", "schedule", "run", "cli", "keys", "crypto", "codecs"):
             return "the engine includes %s" % inc
         return None
+    if kind == "schedule":
+        if ikind in ("repo", "pool", "run", "cli", "keys", "crypto", "codecs"):
+            return "schedule/ includes %s" % inc
+        return None
     if kind in ("base", "crypto", "codecs", "pool", "report", "io", "archive"):
-        if ikind in ("repo", "engine", "run", "cli", "keys") and not (kind == ikind):
+        if ikind in ("repo", "engine", "schedule", "run", "cli", "keys") and not (kind == ikind):
             return "leaf %s/ includes %s" % (kind, inc)
         if kind in ("base", "crypto", "codecs", "pool", "report", "io", "archive") and ikind == "pool" and kind != "pool":
             return "leaf %s/ includes the pool" % kind
         return None
     if kind == "keys":
-        if ikind in ("repo", "engine", "run", "cli"):
+        if ikind in ("repo", "engine", "schedule", "run", "cli"):
             return "keys/ includes %s" % inc
     return None
 
@@ -117,9 +123,14 @@ def self_test():
     cases = [
         ("checker/repo/borg1/a.cc", "checker/engine/engine.h", True),
         ("checker/repo/borg1/a.cc", "checker/engine/object_source.h", False),
-        ("checker/repo/borg2b5/a.cc", "checker/engine/partial_run.h", True),
+        ("checker/repo/borg2b5/a.cc", "checker/schedule/partial_run.h", True),
+        ("checker/repo/borg2b5/a.cc", "checker/engine/run_schedule.h", True),
+        ("checker/engine/a.cc", "checker/schedule/partial_run.h", True),
+        ("checker/schedule/a.cc", "checker/engine/engine.h", False),
+        ("checker/schedule/a.cc", "checker/repo/borg1/borg1_source.h", True),
+        ("checker/schedule/a.cc", "checker/pool/work_stealing_pool.h", True),
         ("checker/repo/borgstore/a.cc", "checker/engine/byte_budget.h", True),
-        ("checker/repo/segment_log/a.cc", "checker/engine/unit_state.h", True),
+        ("checker/repo/segment_log/a.cc", "checker/schedule/unit_state.h", True),
         ("checker/repo/borg2/a.cc", "checker/engine/check_options.h", False),
         ("checker/repo/borg1/a.cc", "checker/pool/work_stealing_pool.h", True),
         ("checker/repo/borg1/a.cc", "checker/run/check_run.h", True),

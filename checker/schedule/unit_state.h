@@ -32,6 +32,9 @@
 //    "full_verification": {"data"|"crc": {"completed_at": <unix s>, "since": <unix s>,
 //                                         "clean": bool}},
 //    "cycle": {"data"|"crc": {"started_at": <unix s>, "completed_at": <unix s> (0: open)}},
+//    "after_reading_s": {"data"|"crc": S}   (optional: how long the last finished run at that level
+//                       took after its reading: the finish and the archive pass; a time budget
+//                       keeps that much back for them, partial_run.h),
 //    "units": {"segment 12" | "pack <64 hex>": {
 //        "size": N, "mtime_ns": N, "inode": N, "ctime_ns": N,  the unit's identity (SameFile)
 //        "seen_at": <unix s>,                                  the first run that saw it so
@@ -70,7 +73,7 @@
 
 #include "checker/base/status.h"
 
-namespace borgcheck::engine {
+namespace borgcheck::schedule {
 
 inline constexpr int kStateVersion = 2;
 inline constexpr const char* kStateFileName = "state.json";
@@ -145,6 +148,9 @@ struct StateFile {
   bool last_run_complete = false;
   std::optional<FullVerification> full_data, full_crc;
   std::optional<Cycle> cycle_data, cycle_crc;
+  // How long the last finished run at that level spent after its reading (the finish and the
+  // archive pass): what a time budget keeps back for them.
+  std::optional<double> after_reading_data_s, after_reading_crc_s;
   std::map<std::string, UnitRecord> units;
 
   std::optional<FullVerification>& Full(CheckLevel l) { return l == CheckLevel::kData ? full_data : full_crc; }
@@ -153,6 +159,12 @@ struct StateFile {
   }
   std::optional<Cycle>& CycleOf(CheckLevel l) { return l == CheckLevel::kData ? cycle_data : cycle_crc; }
   const std::optional<Cycle>& CycleOf(CheckLevel l) const { return l == CheckLevel::kData ? cycle_data : cycle_crc; }
+  std::optional<double>& AfterReading(CheckLevel l) {
+    return l == CheckLevel::kData ? after_reading_data_s : after_reading_crc_s;
+  }
+  const std::optional<double>& AfterReading(CheckLevel l) const {
+    return l == CheckLevel::kData ? after_reading_data_s : after_reading_crc_s;
+  }
 };
 
 std::string FormatState(const StateFile& s);
@@ -212,4 +224,4 @@ class StateDir {
   bool writable_ = true;
 };
 
-}  // namespace borgcheck::engine
+}  // namespace borgcheck::schedule

@@ -1,4 +1,4 @@
-#include "checker/engine/unit_state.h"
+#include "checker/schedule/unit_state.h"
 
 #include <catch2/catch.hpp>
 
@@ -8,9 +8,9 @@
 
 #include <stdlib.h>
 
-#include "checker/engine/partial_run.h"
+#include "checker/schedule/partial_run.h"
 
-namespace borgcheck::engine {
+namespace borgcheck::schedule {
 namespace {
 
 const std::string kId(64, 'b');
@@ -502,4 +502,4 @@ TEST_CASE("a unit replaced under its name stays in the cycle; a record without a
   CHECK(after.units.at("segment 1").identity.ctime_ns == 11);
 }
 }  // namespace
-}  // namespace borgcheck::engine
+}  // namespace borgcheck::schedule

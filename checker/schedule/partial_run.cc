@@ -1,4 +1,4 @@
-#include "checker/engine/partial_run.h"
+#include "checker/schedule/partial_run.h"
 
 #include <algorithm>
 #include <limits>
@@ -9,7 +9,7 @@
 
 #include "checker/report/text_report.h"
 
-namespace borgcheck::engine {
+namespace borgcheck::schedule {
 namespace {
 
 // The record of a unit if it still describes the file (same identity), else null.
@@ -339,8 +339,10 @@ std::optional<double> PartialRun::LastSuccess() const {
   return std::nullopt;
 }
 
-void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complete, bool succeeded) {
+void StateRecorder::RunFinished(uint64_t errors, uint64_t warnings, bool complete, bool succeeded,
+                                double after_reading_s) {
   std::lock_guard<std::mutex> lock(mu_);
+  state_.AfterReading(level_) = after_reading_s;
   state_.last_run_at = now_();
   state_.last_run_errors = errors;
   state_.last_run_warnings = warnings;
@@ -399,19 +401,29 @@ StateFile StateRecorder::Snapshot() const {
   return state_;
 }
 
-}  // namespace borgcheck::engine
+}  // namespace borgcheck::schedule
 
-namespace borgcheck::engine {
+namespace borgcheck::schedule {
 namespace {
 
 // What --max-duration covers, said in every run that has one (docs/nightly.md "The time budget").
-std::string BudgetNote(double max_duration_s, const std::string& unit_noun) {
+// `reserve_s`: what the last run's finish and archive pass took (nullopt: nothing measured yet).
+std::string BudgetNote(double max_duration_s, const std::string& unit_noun, std::optional<double> reserve_s) {
   const std::string noun = unit_noun.empty() ? "unit" : unit_noun;
-  return fmt::format("the time budget ({}) counts from the start of the run (planning and the key included) and "
-                     "decides which {}s are read: no {} starts once it is spent, those being read finish; the "
-                     "archive pass of a --verify-data run comes after the reading and runs whole, outside the "
-                     "budget (see the `phase` lines)",
-                     report::FormatDuration(max_duration_s), noun, noun);
+  std::string note = fmt::format("the time budget ({}) counts the whole run: planning, the key, reading the {}s, the "
+                                 "finish and the archive pass; no {} starts once it is spent, those being read finish",
+                                 report::FormatDuration(max_duration_s), noun, noun);
+  if (!reserve_s) {
+    note += "; nothing has measured the finish and the archive pass yet, so this run's come on top of the budget "
+            "(the next runs keep back what they take)";
+  } else if (*reserve_s >= max_duration_s) {
+    note += fmt::format("; the last run's finish and archive pass took {}, more than the whole budget: this run reads "
+                        "one {}; raise --max-duration", report::FormatDuration(*reserve_s), noun);
+  } else {
+    note += fmt::format("; the reading stops {} early, kept back for the finish and the archive pass (what the last "
+                        "run's took)", report::FormatDuration(*reserve_s));
+  }
+  return note + " (see the `phase` lines)";
 }
 
 double WallNow() {
@@ -424,6 +436,12 @@ PartialRun::PartialRun(const CheckOptions& options, const io::Env& env, const Ob
     : opts_(options), env_(env), slice_objects_(SliceCounterOf(source)), start_unix_(options.now_unix > 0 ? options.now_unix : WallNow()) {}
 
 PartialRun::~PartialRun() = default;
+
+engine::CheckOutcome RunScheduled(ObjectSource& source, const CheckOptions& options,
+                                  const engine::ProgressCallback& progress, const io::Env& env) {
+  PartialRun schedule(options, env, source);
+  return engine::RunEngine(source, options, progress, env, schedule, schedule);
+}
 
 double PartialRun::Now() const {
   return start_unix_ + std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
@@ -516,6 +534,11 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
   so.max_age_s = opts_.max_age_s;
   if (opts_.subset_t > 1 && fraction <= 0) so.slice = ObjectFilter::Slice{opts_.subset_k, opts_.subset_t};
   so.time_budget = opts_.max_duration_s > 0;
+  if (so.time_budget && have_state_) {
+    const std::optional<double>& after = state_.AfterReading(level_);
+    reserve_measured_ = after.has_value();
+    reserve_s_ = after.value_or(0);
+  }
   Schedule s = MakeSchedule(have_state_ ? &state_ : nullptr, views_, so);
   order_ = std::move(s.order);
   not_due_ = s.not_due;
@@ -543,6 +566,15 @@ void PartialRun::StartReading(const ObjectFilter& filter) {
                                               slice, opts_.checkpoint_interval_s, [this] { return Now(); });
 }
 
+void PartialRun::FallBackToKeyless() {
+  level_ = CheckLevel::kCrc;  // no archive pass: the keyless finish is what to keep back
+  if (opts_.max_duration_s > 0 && have_state_) {
+    const std::optional<double>& after = state_.AfterReading(level_);
+    reserve_measured_ = after.has_value();
+    reserve_s_ = after.value_or(0);
+  }
+}
+
 bool PartialRun::MayStart() {
   // The test clock (CheckOptions::test_budget_s_per_unit) decides in Admit alone, on the main
   // thread, so that which units are read does not depend on when a worker takes its task.
@@ -562,7 +594,7 @@ bool PartialRun::OutOfTime() {
     if (started_.load() == 0) return false;
     spent = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   }
-  if (spent < opts_.max_duration_s) return false;
+  if (spent + reserve_s_ < opts_.max_duration_s) return false;
   out_of_time_.store(true);
   return true;
 }
@@ -594,7 +626,10 @@ Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by
                          bool succeeded) {
   sum.complete = finished && Complete();
   sum.stopped = stopped_by_signal ? "signal" : out_of_time_.load() ? "time-budget" : "";
-  if (opts_.max_duration_s > 0) sum.notes.push_back(BudgetNote(opts_.max_duration_s, sum.unit_noun));
+  if (opts_.max_duration_s > 0) {
+    sum.notes.push_back(BudgetNote(opts_.max_duration_s, sum.unit_noun,
+                                   reserve_measured_ ? std::optional<double>(reserve_s_) : std::nullopt));
+  }
   sum.bytes_total = total_bytes_;
   sum.bytes_read = std::min(bytes_read_.load(), total_bytes_);
   sum.bytes_skipped = total_bytes_ - sum.bytes_read;
@@ -613,7 +648,15 @@ Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by
     }
     return Status::Ok();
   }
-  if (finished) recorder_->RunFinished(sum.errors, sum.warnings, sum.complete, succeeded);
+  if (finished) {
+    // The next budgeted run keeps this back (OutOfTime); under the test clock, the test's value.
+    double after = opts_.test_after_reading_s;
+    if (opts_.test_budget_s_per_unit <= 0) {
+      after = reading_ended_ ? std::chrono::duration<double>(std::chrono::steady_clock::now() - *reading_ended_).count()
+                             : 0;
+    }
+    recorder_->RunFinished(sum.errors, sum.warnings, sum.complete, succeeded, after);
+  }
   Status saved = recorder_->Close();
   sum.has_coverage = true;
   sum.coverage = ComputeCoverage(recorder_->Snapshot(), views_, level_, Now(), opts_.max_age_s, slice_objects_,
@@ -622,4 +665,4 @@ Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by
   return saved;
 }
 
-}  // namespace borgcheck::engine
+}  // namespace borgcheck::schedule

@@ -1,4 +1,4 @@
-#include "checker/engine/unit_state.h"
+#include "checker/schedule/unit_state.h"
 
 #include <cerrno>
 #include <cmath>
@@ -12,7 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-namespace borgcheck::engine {
+namespace borgcheck::schedule {
 namespace {
 
 using nlohmann::json;
@@ -36,6 +36,14 @@ double Time(const json& obj, const char* key) {
   const json& v = Field(obj, key);
   if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0) {
     throw Corrupt{fmt::format("\"{}\" is not a time", key)};
+  }
+  return v.get<double>();
+}
+// A duration: finite, not negative, at most a year (a larger one is no measurement).
+double Seconds(const json& obj, const char* key) {
+  const json& v = Field(obj, key);
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 || v.get<double>() > 366 * 86400.0) {
+    throw Corrupt{fmt::format("\"{}\" is not a duration", key)};
   }
   return v.get<double>();
 }
@@ -274,6 +282,12 @@ std::string FormatState(const StateFile& s) {
             {"cycle", cycle},
             {"units", units}};
   if (s.last_success_at) j["last_success_at"] = *s.last_success_at;
+  if (s.after_reading_data_s || s.after_reading_crc_s) {
+    json after = json::object();
+    if (s.after_reading_data_s) after["data"] = *s.after_reading_data_s;
+    if (s.after_reading_crc_s) after["crc"] = *s.after_reading_crc_s;
+    j["after_reading_s"] = after;
+  }
   if (s.last_run_at) {
     j["last_run"] = {{"finished_at", *s.last_run_at},
                      {"errors", s.last_run_errors},
@@ -339,6 +353,11 @@ Result<StateFile> ParseState(std::string_view text) {
       const json& cycle = Object(j, "cycle");
       if (cycle.contains("data")) s.cycle_data = CycleFrom(cycle["data"]);
       if (cycle.contains("crc")) s.cycle_crc = CycleFrom(cycle["crc"]);
+    }
+    if (j.contains("after_reading_s")) {  // optional (earlier files have none)
+      const json& after = Object(j, "after_reading_s");
+      if (after.contains("data")) s.after_reading_data_s = Seconds(after, "data");
+      if (after.contains("crc")) s.after_reading_crc_s = Seconds(after, "crc");
     }
     const json& units = Object(j, "units");
     for (auto it = units.begin(); it != units.end(); ++it) {
@@ -502,4 +521,4 @@ Status StateDir::Save(const StateFile& s) {
   return Status::Ok();
 }
 
-}  // namespace borgcheck::engine
+}  // namespace borgcheck::schedule

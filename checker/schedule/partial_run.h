@@ -1,6 +1,7 @@
 // Partial runs: which units a run reads and in what order (the schedule), what it records in
-// the state file as it goes (the StateRecorder), and the coverage the summary reports. The
-// engine (engine.cc) calls these; the state file itself is unit_state.h.
+// the state file as it goes (the StateRecorder), and the coverage the summary reports.
+// PartialRun is the engine's UnitSchedule and RunObserver (engine/run_schedule.h); RunScheduled
+// wires it into RunEngine. The state file itself is unit_state.h.
 //
 // The schedule (docs/nightly.md "The time budget: what it covers, and the order"): units that are not on disk first (their loss is
 // reported every run, reading costs nothing), then units never verified (or whose identity
@@ -42,14 +43,23 @@
 
 #include "checker/base/status.h"
 #include "checker/engine/check_options.h"
+#include "checker/engine/engine.h"
 #include "checker/engine/object_filter.h"
 #include "checker/engine/object_source.h"
-#include "checker/engine/unit_state.h"
+#include "checker/engine/run_schedule.h"
+#include "checker/schedule/unit_state.h"
 #include "checker/io/env.h"
 #include "checker/report/finding.h"
 #include "checker/report/summary.h"
 
-namespace borgcheck::engine {
+namespace borgcheck::schedule {
+
+using engine::CheckOptions;
+using engine::ChunkId;
+using engine::ObjectFilter;
+using engine::ObjectSource;
+using engine::Plan;
+using engine::ReadUnit;
 
 inline constexpr double kDefaultCheckpointS = 60;
 
@@ -111,7 +121,9 @@ class StateRecorder {
   // --min-interval. Not called for a run a signal stopped. `succeeded`: the run's outcome is
   // its findings (not a key that could not be loaded, whose keyless fallback finished but
   // exits 52, 42, ...): only then, and without errors, is it the last success.
-  void RunFinished(uint64_t errors, uint64_t warnings, bool complete, bool succeeded);
+  // `after_reading_s`: how long the run took after its reading (the finish and the archive
+  // pass), which the next run with a time budget keeps back for them.
+  void RunFinished(uint64_t errors, uint64_t warnings, bool complete, bool succeeded, double after_reading_s);
 
   // The final save. Returns the first save error of the run (checkpoints included).
   Status Close();
@@ -144,7 +156,7 @@ class StateRecorder {
 // per-unit counters and the summary's partial and coverage fields. Prepare and the summary
 // calls run on the main thread; the per-unit calls on whichever thread reads or verifies the
 // unit (atomics); the schedule and filter decisions are const once reading starts.
-class PartialRun {
+class PartialRun final : public engine::UnitSchedule, public engine::RunObserver {
  public:
   // `source` (for the coverage's slice counts, SliceCounterOf) must outlive the PartialRun.
   PartialRun(const CheckOptions& options, const io::Env& env, const ObjectSource& source);
@@ -157,54 +169,59 @@ class PartialRun {
   // lock). Warnings for the user (a corrupt state set aside, a folder that is not writable)
   // go to `warnings`.
   Result<bool> Prepare(const Plan& plan, ObjectFilter& filter, report::RunSummary& sum,
-                       std::vector<std::string>& warnings);
+                       std::vector<std::string>& warnings) override;
   // Right before reading (the filter is final): how units will be marked.
-  void StartReading(const ObjectFilter& filter);
+  void StartReading(const ObjectFilter& filter) override;
 
-  const std::vector<size_t>& order() const { return order_; }
-  uint64_t scheduled_bytes() const { return scheduled_bytes_; }
+  const std::vector<size_t>& order() const override { return order_; }
+  uint64_t scheduled_bytes() const override { return scheduled_bytes_; }
   // The key could not be loaded (key_fallback.h): this run checks CRCs only, so it records CRC
   // marks. Before StartReading.
-  void FallBackToKeyless() { level_ = CheckLevel::kCrc; }
-  // The time budget (--max-duration): whether no further unit is to be started. A run starts at
-  // least one unit however long planning took, so that a rotation always advances.
-  bool OutOfTime();
+  void FallBackToKeyless() override;
+  // The time budget (--max-duration): whether no further unit is to be started. The budget
+  // counts the whole run: the time since the start plus what the finish and the archive pass
+  // took in the last finished run at this level (the state's after_reading_s, kept back). A run
+  // starts at least one unit however long planning took, so that a rotation always advances.
+  bool OutOfTime() override;
+  // The reading is over (the pool is done): what follows is measured for the next run's budget.
+  // Main thread only.
+  void ReadingEnded() override { reading_ended_ = std::chrono::steady_clock::now(); }
   // The main thread hands a unit to be read (after OutOfTime said no). Main thread only.
-  void Admit() { ++admitted_; }
+  void Admit() override { ++admitted_; }
   // Right before a unit is read: false when the budget is spent (then the unit is not read).
-  bool MayStart();
+  bool MayStart() override;
 
   // Per unit (plan index), from the threads that read and verify it.
-  void Submitted(size_t unit, size_t refs) { units_[unit].submitted.fetch_add(refs, std::memory_order_relaxed); }
-  void Verified(size_t unit) { units_[unit].done.fetch_add(1, std::memory_order_relaxed); }
-  void Finding(size_t unit, bool error) {
+  void Submitted(size_t unit, size_t refs) override { units_[unit].submitted.fetch_add(refs, std::memory_order_relaxed); }
+  void Verified(size_t unit) override { units_[unit].done.fetch_add(1, std::memory_order_relaxed); }
+  void Finding(size_t unit, bool error) override {
     (error ? units_[unit].errors : units_[unit].warnings).fetch_add(1, std::memory_order_relaxed);
   }
   // ReadUnit returned; `stopping`: a stop (signal, vanished unit) may have cut it short.
-  void ReadReturned(size_t unit, bool stopping) {
+  void ReadReturned(size_t unit, bool stopping) override {
     if (!stopping) units_[unit].read.store(1, std::memory_order_release);
   }
   // The unit's last reference is gone: every block released, every batch verified or dropped.
   // Marks the unit in the state when it was read and all its objects verified.
-  void Released(size_t unit, bool whole, uint64_t credited, uint64_t unit_bytes);
+  void Released(size_t unit, bool whole, uint64_t credited, uint64_t unit_bytes) override;
 
   // For Finish.
-  bool Complete() const;  // see FinishContext::complete (valid after the pool is done)
-  std::vector<uint8_t> UnitsRead() const;
+  bool Complete() const override;  // see FinishContext::complete (valid after the pool is done)
+  std::vector<uint8_t> UnitsRead() const override;
 
   // The summary's partial-run fields and coverage. `finished`: Finish ran (not a signal stop);
   // `stopped_by_signal`; `succeeded`: see StateRecorder::RunFinished. Closes the state (the
   // final save); the state's save error, if any.
   Status Close(report::RunSummary& sum, bool finished, bool stopped_by_signal, double started_unix,
-               bool succeeded);
+               bool succeeded) override;
 
-  double Now() const;
+  double Now() const override;
   // The t of a slice run (--subset k/t), else 0: the rotation whose progress the coverage tells.
   uint32_t SlicesT() const { return opts_.subset_t > 1 ? opts_.subset_t : 0; }
 
   // The state's last_success_at (after this run's own, if it finished without errors); none
   // without a state.
-  std::optional<double> LastSuccess() const;
+  std::optional<double> LastSuccess() const override;
 
  private:
   struct UnitCounters {
@@ -233,10 +250,18 @@ class PartialRun {
   std::unique_ptr<UnitCounters[]> units_;
   size_t unit_count_ = 0;
 
+  double reserve_s_ = 0;   // kept back from the budget for the finish and the archive pass
+  bool reserve_measured_ = false;  // the state had a measure (else this run's come on top)
+  std::optional<std::chrono::steady_clock::time_point> reading_ended_;  // main thread only
   uint64_t admitted_ = 0;  // main thread only (Admit, and OutOfTime under the test clock)
   std::atomic<bool> out_of_time_{false};
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> bytes_read_{0};
 };
 
-}  // namespace borgcheck::engine
+// A run of `source` with its partial-run schedule and state (PartialRun): what run/ and the
+// tests call.
+engine::CheckOutcome RunScheduled(ObjectSource& source, const CheckOptions& options,
+                                  const engine::ProgressCallback& progress, const io::Env& env);
+
+}  // namespace borgcheck::schedule
