@@ -32,13 +32,11 @@ Run: borg2b5_interop_test.py --borgcheck PATH [--borg2 PATH] [unittest args]. Py
 import argparse
 import collections
 import configparser
-import hashlib
 import json
 import os
 import random
 import re
 import shutil
-import stat
 import struct
 import subprocess
 import sys
@@ -49,7 +47,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 # XXH64 (for repairing damaged entries): the one Python copy, in tests/interop/repo_files.py;
 # every entry of the repositories made here is checked with it against borg2's own digests.
+# snapshot() (borgcheck must not change the repository: every path's kind, size, mtime and
+# sha256) and clean_environment() (no BORG_* / XDG_* of the caller's): borg_generations.py there.
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "interop"))
+from borg_generations import clean_environment, snapshot  # noqa: E402
 from repo_files import xxh64  # noqa: E402
 
 BORGCHECK = None  # set by main()
@@ -101,8 +103,7 @@ BORG_ENV = None  # environment for borg2 and borgcheck
 def make_env(work):
     """No BORG_* / XDG_* settings from the caller; HOME and BORG_BASE_DIR inside `work` (so
     key files land there and nothing touches the real home); answers to borg's questions."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("BORG_") and not k.startswith("XDG_")}
+    env = clean_environment()
     env.update({
         "HOME": os.path.join(work, "home"),
         "BORG_BASE_DIR": os.path.join(work, "base"),
@@ -276,22 +277,6 @@ def random_file_chunk(objs, mode):
     if counts[size] < 5:
         raise AssertionError("no entry size shared by the random file chunks: %r" % counts.most_common(3))
     return max((e for e in chunks if e.size == size), key=lambda e: e.id)
-
-
-# --- snapshots: borgcheck must not change the repository ------------------------------------
-
-def snapshot(repo):
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(repo):
-        for name in dirnames + filenames + ["."]:
-            p = os.path.normpath(os.path.join(dirpath, name))
-            st = os.lstat(p)
-            digest = None
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(p, repo)] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, digest)
-    return out
 
 
 # --- running the two checkers ---------------------------------------------------------------

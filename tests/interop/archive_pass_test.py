@@ -38,18 +38,20 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import unittest
-from concurrent.futures import ThreadPoolExecutor
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import borg_generations  # noqa: E402
+from borg_generations import snapshot, write  # noqa: E402
 
 BORGCHECK = None
 BORG1 = "borg"
 BORG2 = "borg2"
-PASSPHRASE = "test"
 SCRATCH = None
 GENS = {}
 ARCHIVES = ["a1", "a2", "a3", "a4", "a5"]
@@ -62,34 +64,6 @@ BAD_ADVICE = ("borg check --repair replaces the missing chunk in these files by 
 
 def prng(label, n):
     return hashlib.shake_256(("archive-pass/" + label).encode()).digest(n)
-
-
-def write(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def run(cmd, cwd=None, env=None, check=True):
-    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{cmd} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')[-3000:]}")
-    return p
-
-
-def snapshot(repo):
-    """{relative path: (kind, size, mtime_ns, sha256)} of every file and directory."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(repo):
-        for n in dirnames + filenames:
-            p = os.path.join(dirpath, n)
-            st = os.lstat(p)
-            digest = None
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(p, repo)] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, digest)
-    return out
 
 
 def segment_of_ids(repo):
@@ -148,26 +122,7 @@ def borg_item_chunks(stderr):
     return out
 
 
-class Generation:
-    def __init__(self, name, exe):
-        self.name = name
-        self.exe = exe
-        self.dir = os.path.join(SCRATCH, name)
-        self.repo = os.path.join(self.dir, "repo")
-        # No BORG_* / XDG_* of the caller's (a developer's BORG_KEYS_DIR, BORG_HOST_ID, ...).
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(("BORG_", "XDG_"))}
-        self.env = dict(clean, BORG_PASSPHRASE=PASSPHRASE, BORG_BASE_DIR=os.path.join(self.dir, "base"),
-                        BORG_RELOCATED_REPO_ACCESS_IS_OK="yes", BORG_CHECK_I_KNOW_WHAT_I_AM_DOING="YES",
-                        BORG_DELETE_I_KNOW_WHAT_I_AM_DOING="YES", TZ="UTC")
-        self.copies = 0
-
-    def borg(self, repo, words, archive=None, tail=(), cwd=None, check=True):
-        if self.name == "borg1":
-            cmd = [self.exe, *words, f"{repo}::{archive}" if archive else repo, *tail]
-        else:
-            cmd = [self.exe, "-r", repo, *words, *([archive] if archive else []), *tail]
-        return run(cmd, cwd=cwd, check=check, env=self.env)
-
+class Generation(borg_generations.Generation):
     def build(self):
         os.makedirs(self.dir)
         src = os.path.join(self.dir, "src")
@@ -221,12 +176,6 @@ class Generation:
             refs |= {unhex_dump(c[0]) for c in it.get("chunks", [])}
         return refs
 
-    def copy(self, label):
-        self.copies += 1
-        c = os.path.join(self.dir, f"copy-{label}-{self.copies}")
-        shutil.copytree(self.repo, c, symlinks=True)
-        return c
-
     def damaged(self, label, ids=(), segment=None):
         """Two copies without `ids` (or without segment file `segment`): ours and borg's."""
         pair = []
@@ -243,16 +192,11 @@ class Generation:
 def setUpModule():
     global SCRATCH
     SCRATCH = tempfile.mkdtemp(prefix="borgcheck-archive-pass-")
-    GENS["borg1"] = Generation("borg1", BORG1)
-    GENS["b5"] = Generation("b5", BORG2)
-    with ThreadPoolExecutor(2) as ex:
-        for f in [ex.submit(g.build) for g in GENS.values()]:
-            f.result()
+    GENS.update(borg_generations.build_generations(Generation, SCRATCH, BORG1, BORG2))
 
 
 def tearDownModule():
-    if SCRATCH and not os.environ.get("BORGCHECK_KEEP_SCRATCH"):
-        shutil.rmtree(SCRATCH, ignore_errors=True)
+    borg_generations.remove_scratch(SCRATCH)
 
 
 class ArchivePassCase(unittest.TestCase):

@@ -31,13 +31,11 @@ Run: borg1_interop_test.py --borgcheck PATH [--borg PATH] [unittest args]. Pytho
 import argparse
 import collections
 import configparser
-import hashlib
 import json
 import os
 import random
 import re
 import shutil
-import stat
 import struct
 import subprocess
 import sys
@@ -45,6 +43,12 @@ import tempfile
 import unittest
 import zlib
 from concurrent.futures import ThreadPoolExecutor
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+# snapshot(): borgcheck must not change the repository (every path's kind, size, mtime, sha256).
+from borg_generations import clean_environment, snapshot  # noqa: E402
 
 BORGCHECK = None  # set by main()
 BORG = "borg"
@@ -95,8 +99,7 @@ def make_env(work):
     """An environment with no BORG_* or XDG_* settings from the caller, a HOME and a
     BORG_BASE_DIR inside `work` (so key files land there and nothing touches the real home),
     and the answers to borg's interactive questions."""
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("BORG_") and not k.startswith("XDG_")}
+    env = clean_environment()
     env.update({
         "HOME": os.path.join(work, "home"),
         "BORG_BASE_DIR": os.path.join(work, "base"),
@@ -237,23 +240,6 @@ def stored_data(obj):
     with open(obj.path, "rb") as f:
         f.seek(obj.offset + 41)
         return f.read(obj.size - 41)
-
-
-# --- snapshots: borgcheck must not change the repository ------------------------------------
-
-def snapshot(repo):
-    """{relative path: (kind, size, mtime_ns, sha256)} for every file and directory."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(repo):
-        for name in dirnames + filenames + ["."]:
-            p = os.path.normpath(os.path.join(dirpath, name))
-            st = os.lstat(p)
-            digest = None
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(p, repo)] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, digest)
-    return out
 
 
 # --- running the two checkers ---------------------------------------------------------------

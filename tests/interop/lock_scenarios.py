@@ -23,16 +23,16 @@ The host id borgcheck computes must be borg's to the character: every message is
 the entry name borg wrote.
 """
 
-import hashlib
 import json
 import os
 import re
 import shutil
 import signal
-import stat
 import subprocess
 import tempfile
 import time
+
+from borg_generations import clean_environment, snapshot  # tests/interop, on sys.path for the tests
 
 EXIT_OK = 0
 EXIT_WARNINGS = 1
@@ -61,25 +61,10 @@ class Generation:
         raise NotImplementedError
 
 
-def snapshot(repo):
-    """{relative path: (kind, size, mtime_ns, sha256)} for every file and directory."""
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(repo):
-        for name in dirnames + filenames + ["."]:
-            p = os.path.normpath(os.path.join(dirpath, name))
-            st = os.lstat(p)
-            digest = None
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(p, repo)] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, digest)
-    return out
-
-
 def environment(work):
     """No BORG_* or XDG_* settings from the caller; HOME and BORG_BASE_DIR inside `work`; the
     answers to borg's questions (the tests check copies of one repository: "relocated")."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("BORG_", "XDG_"))}
+    env = clean_environment()
     env.update({"HOME": os.path.join(work, "home"), "BORG_BASE_DIR": os.path.join(work, "base"),
                 "BORG_PASSPHRASE": "test", "BORG_DISPLAY_PASSPHRASE": "no",
                 "BORG_RELOCATED_REPO_ACCESS_IS_OK": "yes", "LC_ALL": "C.UTF-8"})

@@ -30,27 +30,24 @@ Python 3 standard library only.
 """
 
 import argparse
-import hashlib
 import json
 import os
 import re
-import shutil
-import stat
 import subprocess
 import sys
 import tempfile
 import unittest
-from concurrent.futures import ThreadPoolExecutor
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+import borg_generations  # noqa: E402
 import repo_files  # noqa: E402
+from borg_generations import snapshot, write  # noqa: E402
 
 BORGCHECK = None
 BORG1 = "borg"
 BORG2 = "borg2"
-PASSPHRASE = "test"
 SCRATCH = None
 GENS = {}
 SUMMARY_TIME = re.compile(r", \d[\dhms.]*s\n")
@@ -64,33 +61,6 @@ ITEMS_ADVICE = ("borg check --repair keeps the archive without the items of this
 TAM_ADVICE = ("if the archive is genuine (its name, time and files are what you backed up), borg upgrade "
               "--archives-tam REPO (borg 1.2.6+) gives it a valid TAM; do not run borg check --repair before: it "
               "deletes archives without a valid TAM")
-
-
-def run(cmd, cwd=None, env=None, check=True):
-    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{cmd} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')[-3000:]}")
-    return p
-
-
-def write(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
-
-
-def snapshot(repo):
-    out = {}
-    for dirpath, dirnames, filenames in os.walk(repo):
-        for n in dirnames + filenames:
-            p = os.path.join(dirpath, n)
-            st = os.lstat(p)
-            digest = None
-            if stat.S_ISREG(st.st_mode):
-                with open(p, "rb") as f:
-                    digest = hashlib.sha256(f.read()).hexdigest()
-            out[os.path.relpath(p, repo)] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns, digest)
-    return out
 
 
 def entries(repo):
@@ -112,24 +82,10 @@ def flip(path, offset):
         f.write(bytes([b[0] ^ 0xFF]))
 
 
-class Generation:
-    def __init__(self, name, exe):
-        self.name = name
-        self.exe = exe
-        self.dir = os.path.join(SCRATCH, name)
-        self.repo = os.path.join(self.dir, "repo")
-        self.env = dict(os.environ, BORG_PASSPHRASE=PASSPHRASE, BORG_BASE_DIR=os.path.join(self.dir, "base"),
-                        BORG_RELOCATED_REPO_ACCESS_IS_OK="yes", BORG_CHECK_I_KNOW_WHAT_I_AM_DOING="YES",
-                        BORG_DELETE_I_KNOW_WHAT_I_AM_DOING="YES", TZ="UTC")
-        self.copies = 0
-
-    def borg(self, repo, words, archive=None, tail=(), cwd=None, check=True):
-        env = dict(self.env, BORG_BASE_DIR=os.path.join(self.dir, "base-" + os.path.basename(repo)))
-        if self.name == "borg1":
-            cmd = [self.exe, *words, f"{repo}::{archive}" if archive else repo, *tail]
-        else:
-            cmd = [self.exe, "-r", repo, *words, *([archive] if archive else []), *tail]
-        return run(cmd, cwd=cwd, check=check, env=env)
+class Generation(borg_generations.Generation):
+    # borg runs on each copy with a base folder of its own: the copies share the repository id
+    # (a roll-back or a repair on one copy must not change borg's view of the next).
+    PER_COPY_BASE_DIR = True
 
     def build(self):
         src = os.path.join(self.dir, "src")
@@ -157,26 +113,15 @@ class Generation:
         p = self.borg(repo, ["list" if self.name == "borg1" else "rlist", "--format", "{archive}{NL}"], check=check)
         return p.returncode, p.stdout.decode().split()
 
-    def copy(self, label):
-        self.copies += 1
-        c = os.path.join(self.dir, f"copy-{label}-{self.copies}")
-        shutil.copytree(self.repo, c, symlinks=True)
-        return c
-
 
 def setUpModule():
     global SCRATCH
     SCRATCH = tempfile.mkdtemp(prefix="borgcheck-metadata-damage-")
-    GENS["borg1"] = Generation("borg1", BORG1)
-    GENS["b5"] = Generation("b5", BORG2)
-    with ThreadPoolExecutor(2) as ex:
-        for f in [ex.submit(g.build) for g in GENS.values()]:
-            f.result()
+    GENS.update(borg_generations.build_generations(Generation, SCRATCH, BORG1, BORG2))
 
 
 def tearDownModule():
-    if SCRATCH and not os.environ.get("BORGCHECK_KEEP_SCRATCH"):
-        shutil.rmtree(SCRATCH, ignore_errors=True)
+    borg_generations.remove_scratch(SCRATCH)
 
 
 class MetadataDamage(unittest.TestCase):
