@@ -57,6 +57,20 @@ void AppendByteEscape(std::string& out, uint8_t b) {
 
 }  // namespace
 
+bool IsValidUtf8(std::string_view s) {
+  for (size_t i = 0; i < s.size();) {
+    if (uint8_t(s[i]) < 0x80) {
+      ++i;
+      continue;
+    }
+    uint32_t cp = 0;
+    const size_t len = DecodeMultiByte(s, i, cp);
+    if (len == 0) return false;
+    i += len;
+  }
+  return true;
+}
+
 std::string EscapeText(std::string_view s) {
   std::string out;
   out.reserve(s.size());

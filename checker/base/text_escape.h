@@ -35,6 +35,10 @@ namespace borgcheck {
 // `s` escaped for text output as described above; `s` itself when nothing needs escaping.
 std::string EscapeText(std::string_view s);
 
+// Whether `s` is valid UTF-8 throughout (no stray or truncated sequence, overlong form,
+// surrogate or code point above U+10FFFF).
+bool IsValidUtf8(std::string_view s);
+
 // An untrusted field quoted in a message (a key file's algorithm name): its first `max_bytes`
 // bytes, then "..." when it is longer. The bytes stay raw: the message is escaped when it is
 // printed as text, and JSON carries it as it is.

@@ -9,12 +9,21 @@
 
 #include <fmt/format.h>
 
+#include "checker/base/text_escape.h"
+
 namespace borgcheck::report {
 namespace {
 
 constexpr size_t kMaxPreviousFile = 1 << 20;  // a metrics file of ours is a few KiB
 
-std::string EscapeLabel(const std::string& v) {
+// A label value as the text format wants it: valid UTF-8 with backslash, double quote and line
+// feed escaped. A value that is not valid UTF-8 (a repository path with such bytes) would make
+// the whole file unreadable to Prometheus: it is written as EscapeText spells it for text
+// output (each invalid byte as "\xNN", and so on), then escaped for the format.
+std::string LabelText(const std::string& raw) { return IsValidUtf8(raw) ? raw : EscapeText(raw); }
+
+std::string EscapeLabel(const std::string& raw) {
+  const std::string v = LabelText(raw);
   std::string out;
   for (char c : v) {
     if (c == '\\') out += "\\\\";
@@ -195,7 +204,7 @@ std::optional<double> LastSuccessIn(const std::string& text, const std::string& 
     if (text.compare(line, prefix.size(), prefix) == 0) {
       size_t i = line + prefix.size() - 1;
       std::optional<std::string> repo = LabelValue(text, i, "repo");
-      if (repo && *repo == repository && i < end) {
+      if (repo && *repo == LabelText(repository) && i < end) {
         std::string value = text.substr(i, end - i);
         char* stop = nullptr;
         double v = std::strtod(value.c_str(), &stop);

@@ -87,6 +87,23 @@ TEST_CASE("a failed run: run metrics only, last success carried in", "[report]")
                                               "repo_id=\"\"} 0\n") != std::string::npos);
 }
 
+TEST_CASE("a repository path that is not valid UTF-8 still makes a file Prometheus reads", "[report]") {
+  MetricsRun run;
+  run.repository = "/srv/b\xffrg\n\xe2\x82";  // a stray byte, a newline, a truncated sequence
+  run.finished_at = 1796045697.5;
+  run.exit_code = 0;
+  const std::string text = FormatMetrics(run, 1796000000);
+  // EscapeText's spelling (\xff, \n, \xe2\x82), its backslashes escaped for the format.
+  INFO(text);
+  CHECK(text.find("borgcheck_exit_code{repo=\"/srv/b\\\\xffrg\\\\n\\\\xe2\\\\x82\",repo_id=\"\"} 0\n") != std::string::npos);
+  CHECK(std::all_of(text.begin(), text.end(), [](char c) { return uint8_t(c) < 0x80; }));
+  // The next run of the same path finds its last success in it.
+  CHECK(LastSuccessIn(text, run.repository) == std::optional<double>(1796000000));
+  // Valid UTF-8 stays as it is.
+  run.repository = "/srv/b\xc3\xa4" "ckup";
+  CHECK(FormatMetrics(run, 1796000000).find("{repo=\"/srv/b\xc3\xa4" "ckup\",") != std::string::npos);
+}
+
 TEST_CASE("a finished run: the numbers and findings of every stage", "[report]") {
   RunSummary s;
   s.verify_data = true;

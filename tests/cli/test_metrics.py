@@ -77,6 +77,24 @@ class MetricsFile(CliTestCase):
         with open(self.path) as f:
             return parse(f.read())
 
+    def test_a_repository_path_that_is_not_utf8_gives_a_file_promtool_reads(self):
+        # A label value must be valid UTF-8, or Prometheus drops the whole file: the path's
+        # invalid bytes are written as borgcheck's text escapes (docs/nightly.md "Metrics").
+        repo = self.copy_fixture("corrupt/mac-repokey", name=os.fsdecode(b"repo-\xff\x1b[31m"))
+        r = self.run_borgcheck(["-q", repo, "--metrics-file", self.path])
+        self.assert_rc(r, cs.EXIT_OK)
+        samples, _ = self.promtool_accepts()
+        self.assertEqual(samples[("borgcheck_success", None)], 1)
+        with open(self.path, "rb") as f:
+            text = f.read()
+        label = os.fsencode(os.path.dirname(repo)) + b"/repo-\\\\xff\\\\x1b[31m"
+        self.assertIn(b'{repo="' + label + b'",', text)
+        # The next run of the same path carries its last success: it finds its own label.
+        r = self.run_borgcheck(["-q", "--verify-data", repo, "--metrics-file", self.path], VERIFY)
+        self.assert_rc(r, cs.EXIT_INTEGRITY_ERRORS)
+        samples, _ = self.promtool_accepts()
+        self.assertGreater(samples[("borgcheck_last_success_timestamp_seconds", None)], 0)
+
     def test_success_failure_and_could_not_run_files(self):
         repo = self.copy_fixture("corrupt/mac-repokey")
         r = self.run_borgcheck(["-q", repo, "--metrics-file", self.path])  # keyless: the MAC damage is invisible
