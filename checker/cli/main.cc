@@ -328,6 +328,8 @@ int main(int argc, char** argv) {
     // A run of some archives only (REPO::ARCHIVE, -a, --first, --last, --archives-only) is no
     // verification of the repository: it leaves the last-success time to the full runs.
     m.archive_selection = opts.check.SelectsArchives();
+    // A --min-interval skip verified nothing: it leaves the last-success time where it was.
+    m.skipped = outcome.summary.skipped;
     bool finished = outcome.status.ok() && !outcome.stop_signal && !outcome.summary.skipped;
     m.summary = finished ? &outcome.summary : nullptr;
     // Partial runs and runs with a state file add their coverage (a plain full run's file is

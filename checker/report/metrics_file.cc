@@ -162,7 +162,7 @@ std::string FormatMetrics(const MetricsRun& run, std::optional<double> last_succ
   w.Gauge("borgcheck_last_run_timestamp_seconds", "Unix time when the last borgcheck run ended.", run.finished_at);
   w.Gauge("borgcheck_last_success_timestamp_seconds",
           "Unix time when a borgcheck run last verified the repository (exit 0 or 1); 0 if none did.",
-          run.success && !run.archive_selection ? run.finished_at : last_success.value_or(0));
+          run.Verified() ? run.finished_at : last_success.value_or(0));
   w.Gauge("borgcheck_success", "1 if the last run verified the repository (exit 0 or 1), else 0.",
           run.success ? 1 : 0);
   w.Gauge("borgcheck_exit_code", "Exit code of the last run (docs/exit-codes.md).", run.exit_code);
@@ -216,14 +216,33 @@ std::optional<double> LastSuccessIn(const std::string& text, const std::string& 
   return std::nullopt;
 }
 
-Status WriteMetricsFile(const std::string& path, const MetricsRun& run) {
+std::optional<std::string> RepoIdIn(const std::string& text, const std::string& repository) {
+  for (size_t line = 0; line < text.size();) {
+    size_t end = text.find('\n', line);
+    if (end == std::string::npos) end = text.size();
+    const size_t brace = text.find('{', line);
+    if (text.compare(line, 10, "borgcheck_") == 0 && brace < end) {
+      size_t i = brace;
+      std::optional<std::string> repo = LabelValue(text, i, "repo");
+      i = brace;
+      std::optional<std::string> id = LabelValue(text, i, "repo_id");
+      if (repo && *repo == LabelText(repository) && id && !id->empty()) return id;
+    }
+    line = end + 1;
+  }
+  return std::nullopt;
+}
+
+Status WriteMetricsFile(const std::string& path, const MetricsRun& given) {
+  MetricsRun run = given;
   std::optional<double> previous;
   std::optional<double> previous_selection;
-  if (!run.success || run.archive_selection) {
+  if (!run.Verified() || run.repository_id.empty()) {
     Result<std::string> old = ReadPrevious(path);
     if (old.ok()) {
       previous = LastSuccessIn(*old, run.repository);
       previous_selection = LastSuccessIn(*old, run.repository, kSelectionSuccess);
+      if (run.repository_id.empty()) run.repository_id = RepoIdIn(*old, run.repository).value_or("");
     }
     if (run.state_last_success && (!previous || *previous < *run.state_last_success)) {
       previous = run.state_last_success;

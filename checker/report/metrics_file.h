@@ -82,6 +82,12 @@ struct MetricsRun {
   // --archives-only): borgcheck_last_success_timestamp_seconds is carried forward as for a run
   // that failed, and borgcheck_archive_selection_success_timestamp_seconds says when it ran.
   bool archive_selection = false;
+  // The run did nothing (--min-interval: a clean full verification is recent enough). It
+  // succeeded (exit 0) but verified nothing: the last success is carried forward as well.
+  bool skipped = false;
+
+  // Whether this run's end is the repository's last success (the staleness alert's clock).
+  bool Verified() const { return success && !archive_selection && !skipped; }
 };
 
 // The partial-run metrics above, from a summary with has_coverage.
@@ -101,7 +107,12 @@ inline constexpr std::string_view kSelectionSuccess = "borgcheck_archive_selecti
 std::optional<double> LastSuccessIn(const std::string& text, const std::string& repository,
                                     std::string_view metric = kLastSuccess);
 
-// Reads PATH (if it exists) for the carried-forward timestamp, then replaces it atomically.
+// The repo_id label of `repository` in a previous file's text, if it has a non-empty one.
+std::optional<std::string> RepoIdIn(const std::string& text, const std::string& repository);
+
+// Reads PATH (if it exists) for the carried-forward timestamp, and for the repo_id when the run
+// does not know it (a run that could not open the repository: the series keep their identity),
+// then replaces it atomically.
 // kIoError naming PATH when the folder cannot be written.
 Status WriteMetricsFile(const std::string& path, const MetricsRun& run);
 

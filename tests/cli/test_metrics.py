@@ -173,6 +173,45 @@ class MetricsFile(CliTestCase):
         samples, _ = self.promtool_accepts()
         self.assertEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], 0)
 
+    def test_a_min_interval_skip_and_a_missing_disk_keep_the_last_success_and_the_series(self):
+        # The repository on a "disk" outside the test folder, which the last step unmounts.
+        disk = tempfile.mkdtemp(prefix="borgcheck-disk-")
+        self.addCleanup(shutil.rmtree, disk, True)
+        state = tempfile.mkdtemp(prefix="borgcheck-state-")
+        self.addCleanup(shutil.rmtree, state, True)
+        repo = os.path.join(disk, "repo")
+        shutil.copytree(cs.fixture_path("v1.2.4/repos/repokey"), repo, symlinks=True)
+        cs.make_writable(repo)
+        config_id = self.config_id(repo)
+        args = ["-q", "--verify-data", "--state-dir", state, repo, "--metrics-file", self.path]
+        r = self.run_borgcheck(args, VERIFY)
+        self.assert_rc(r, cs.EXIT_OK)
+        samples, _ = self.promtool_accepts()
+        success_at = samples[("borgcheck_last_success_timestamp_seconds", None)]
+        with open(self.path) as f:
+            self.assertIn('{repo="%s",repo_id="%s"}' % (repo, config_id), f.read())
+        # --min-interval: a clean full verification is recent, nothing is read. The run succeeds
+        # (exit 0) but verified nothing: the last success stays that of the run above.
+        r = self.run_borgcheck(["--min-interval", "7d"] + args, VERIFY)
+        self.assert_rc(r, cs.EXIT_OK)
+        samples, _ = self.promtool_accepts()
+        self.assertEqual(samples[("borgcheck_success", None)], 1)
+        self.assertEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], success_at)
+        self.assertGreater(samples[("borgcheck_last_run_timestamp_seconds", None)], success_at)
+        # The disk is not mounted (an empty mount point): --soft-fail exits 75, and the series
+        # keep their repo_id (the run could not read it), so no new series and alert appear.
+        shutil.rmtree(repo)
+        os.mkdir(repo)
+        r = self.run_borgcheck(["--soft-fail"] + args, VERIFY)
+        self.assert_rc(r, 75)
+        samples, _ = self.promtool_accepts()
+        self.assertEqual((samples[("borgcheck_success", None)], samples[("borgcheck_exit_code", None)]), (0, 75))
+        self.assertEqual(samples[("borgcheck_last_success_timestamp_seconds", None)], success_at)
+        with open(self.path) as f:
+            text = f.read()
+        self.assertNotIn('repo_id=""', text)
+        self.assertEqual(text.count('{repo="%s",repo_id="%s"}' % (repo, config_id)), 5, text)
+
     def test_no_previous_success_is_zero_and_warnings_are_a_success(self):
         missing = os.path.join(self.tmp, "usb", "borg")
         r = self.run_borgcheck(["--soft-fail", missing, "--metrics-file", self.path])
@@ -315,7 +354,7 @@ class AlertRules(CliTestCase):
     def test_promtool_checks_and_tests_the_shipped_rules(self):
         p = subprocess.run([PROMTOOL, "check", "rules", RULES], capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("SUCCESS: 2 rules found", p.stdout)
+        self.assertIn("SUCCESS: 3 rules found", p.stdout)
         p = subprocess.run([PROMTOOL, "test", "rules", RULES_TEST], capture_output=True, text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
         self.assertIn("SUCCESS", p.stdout)
@@ -337,6 +376,22 @@ class AlertRules(CliTestCase):
                            capture_output=True, text=True, timeout=60)
         self.assertNotEqual(p.returncode, 0, p.stdout)
         self.assertIn("BorgcheckStale", p.stdout + p.stderr)
+
+    def test_every_rules_file_in_the_docs_passes_promtool(self):
+        # A snippet a user copies must be a whole rules file promtool accepts alone.
+        with open(os.path.join(cs.DOCS, "nightly.md"), encoding="utf-8") as f:
+            doc = f.read()
+        blocks = [b for b in re.findall(r"```yaml\n(.*?)```\n", doc, re.S) if "alert:" in b]
+        self.assertGreaterEqual(len(blocks), 2)
+        d = tempfile.mkdtemp(prefix="borgcheck-rules-")
+        self.addCleanup(shutil.rmtree, d, True)
+        for n, block in enumerate(blocks):
+            self.assertTrue(block.startswith("groups:\n"), block)
+            path = os.path.join(d, "rules-%d.yml" % n)
+            with open(path, "w") as f:
+                f.write(block)
+            p = subprocess.run([PROMTOOL, "check", "rules", path], capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 0, block + p.stdout + p.stderr)
 
     def test_nightly_md_quotes_the_rules_verbatim(self):
         with open(os.path.join(cs.DOCS, "nightly.md"), encoding="utf-8") as f:
