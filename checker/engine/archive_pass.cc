@@ -278,7 +278,10 @@ std::string ChunkNo(const StreamProblem& p) { return fmt::format("{:06d} (of {})
 }  // namespace
 
 void ArchivePass::Finish(std::vector<Finding>& findings, const ObjectVerdicts& verdicts, report::RunSummary& sum) {
-  if (restricts_) sum.objects_total = WantedObjects();
+  if (restricts_) {
+    sum.objects_total = WantedObjects();
+    sum.objects_selected = true;
+  }
   sum.archives_not_checked = not_checked_;
   if (manifest_lost_) DescribeManifestFindings(findings);
   if (!active_) return;

@@ -22,7 +22,8 @@ struct RunSummary {
   std::string live_list_source;    // "index" or "log-replay"
   uint64_t segments = 0;           // units read: segment files, or packs (see unit_noun)
   std::string unit_noun = "segment";  // what a unit of the repository is: "segment" or "pack"
-  uint64_t objects_total = 0;      // live objects in the committed state
+  uint64_t objects_total = 0;      // live objects in the committed state (a selection: those it references)
+  bool objects_selected = false;   // objects_total counts what the selected archives reference
   uint64_t objects_verified = 0;   // live objects that passed every check
   uint64_t stored_bytes = 0;       // bytes of live objects read (entry data)
   uint64_t plaintext_bytes = 0;    // decompressed bytes hashed (verify-data only)

@@ -154,17 +154,24 @@ std::string FormatSummaryLine(const RunSummary& s, int exit_code) {
                        s.coverage.full_verification_at > 0 ? FormatRfc3339(s.coverage.full_verification_at)
                                                            : std::string("earlier"));
   }
+  // One vocabulary (docs/cli.md "The summary line"): an archive is "checked" when every chunk
+  // it references was verified by this run; "walked" when its references were all followed but
+  // only some of its chunks verified (a slice, a sample, a time budget, units left out by
+  // --max-age).
   std::string archives;
+  const bool some_objects = !s.subset_label.empty() || s.sample_fraction > 0 || !s.stopped.empty() ||
+                            s.units_not_due > 0;
   if (s.archives_checked && s.archives_total) {
-    archives = fmt::format(", {} of {} archive{} checked", FormatCount(*s.archives_checked),
-                           FormatCount(*s.archives_total), *s.archives_total == 1 ? "" : "s");
+    archives = fmt::format(", {} of {} archive{} {}", FormatCount(*s.archives_checked),
+                           FormatCount(*s.archives_total), *s.archives_total == 1 ? "" : "s",
+                           some_objects ? "walked (their chunks verified only as far as this run went)" : "checked");
   } else if (!s.archives_not_checked.empty() && s.verify_data) {
     // (A keyless line says so in its parentheses already.)
     archives = ", archives not checked (" + EscapeText(s.archives_not_checked) + ")";
   }
-  return fmt::format("{}: {}: {} of {} objects {} ({}{}){}, {}, {}, {}{}\n", EscapeText(s.repository),
+  return fmt::format("{}: {}: {} of {} {}objects {} ({}{}){}, {}, {}, {}{}\n", EscapeText(s.repository),
                      VerdictName(s, exit_code), FormatCount(s.objects_verified), FormatCount(s.objects_total),
-                     s.verify_data ? "verified" : "CRC-checked", FormatBytes(s.stored_bytes),
+                     s.objects_selected ? "selected " : "", s.verify_data ? "verified" : "CRC-checked", FormatBytes(s.stored_bytes),
                      s.verify_data ? "" : ", keyless: contents and archives not verified", archives,
                      Plural(s.errors, "error", "errors") +
                          (s.io_errors ? fmt::format(" ({} could not be read)", FormatCount(s.io_errors)) : ""),
@@ -184,8 +191,10 @@ std::string FormatPartialSuffix(const RunSummary& s) {
     parts.push_back(fmt::format("{} {} verified within --max-age left out", FormatCount(s.units_not_due),
                                 s.units_not_due == 1 ? s.unit_noun : nouns));
   }
-  parts.push_back(fmt::format("{} of {} {} read, {} of {} not read", FormatCount(s.segments), FormatCount(s.units_total),
-                              nouns, FormatBytes(s.bytes_skipped), FormatBytes(s.bytes_total)));
+  // Bytes read, and the units they came from (a slice or a sample opens every unit and reads
+  // only the selected objects' bytes of it).
+  parts.push_back(fmt::format("{} of {} read, from {} of {} {}", FormatBytes(s.bytes_read), FormatBytes(s.bytes_total),
+                              FormatCount(s.segments), FormatCount(s.units_total), nouns));
   std::string out = "; partial: ";
   for (size_t i = 0; i < parts.size(); ++i) out += (i ? ", " : "") + parts[i];
   return out;

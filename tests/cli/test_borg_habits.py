@@ -49,7 +49,7 @@ class Repository(CliTestCase):
         r = self.run_borgcheck(["--verify-data", self.repo + "::c-lz4"], VERIFY)
         self.assert_rc(r, cs.EXIT_OK)
         # (the rest of the line says what a partial run left out: docs/nightly.md)
-        self.assertTrue(r.stdout.startswith(self.repo + ": ok: 16 of 16 objects verified (22.8 KiB), 1 of 7 archives "
+        self.assertTrue(r.stdout.startswith(self.repo + ": ok: 16 of 16 selected objects verified (22.8 KiB), 1 of 7 archives "
                                             "checked, 0 errors, 0 warnings, "), r.stdout)
         # An archive named that does not exist stops the run: borg check only warns (exit 1),
         # which a nightly job takes for success (issue 17).
