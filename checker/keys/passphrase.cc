@@ -22,6 +22,25 @@
 namespace borgcheck::keys {
 namespace {
 
+// A failed BORG_PASSCOMMAND whose words hold shell syntax (a pipe, a redirection, `;`, `&&`,
+// `$(...)`, a backquote): borg splits the command into words and runs it without a shell
+// (shlex.split), and so does borgcheck, so `cat f | head -1` runs cat with the arguments "f",
+// "|", "head" and "-1". Say so, and how to get a shell.
+std::string NoShellHint(const std::vector<std::string>& words) {
+  static const char* const kShell[] = {"|", "||", "&&", ";", ">", ">>", "<", "&"};
+  for (const std::string& w : words) {
+    bool shell = w.find("$(") != std::string::npos || w.find('`') != std::string::npos;
+    for (const char* op : kShell) shell = shell || w == op;
+    if (shell) {
+      return ". Note: BORG_PASSCOMMAND is split into words and run without a shell, as borg does, so '" + w +
+             "' is passed to " + words[0] + " as an argument; for a pipe or a redirection use "
+             "BORG_PASSCOMMAND=\"sh -c '...'\"";
+    }
+  }
+  return "";
+}
+
+
 void StripTrailingNewlines(std::string& s) {
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r')) s.pop_back();
 }
@@ -216,7 +235,7 @@ Result<std::string> RunPassCommand(const std::string& cmd) {
                   "BORG_PASSCOMMAND failed (" + words[0] +
                       (WIFEXITED(status) ? " exited with status " + std::to_string(WEXITSTATUS(status))
                                          : std::string(" was killed")) +
-                      "): fix the command or set BORG_PASSPHRASE instead");
+                      "): fix the command or set BORG_PASSPHRASE instead" + NoShellHint(words));
   }
   StripTrailingNewlines(out);
   return out;

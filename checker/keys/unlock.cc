@@ -13,11 +13,14 @@ bool EnvSet(const char* name, bool empty_counts) {
   return v && (empty_counts || *v);
 }
 
-// "the key in A" / "the keys in A, B", and the matching "(or ... damaged)" clause.
-std::string Keys(const std::vector<Candidate>& c) {
+std::string OfRepository(const UnlockOptions& o) { return o.repository.empty() ? "" : " of repository " + o.repository; }
+
+// "the key in A of repository R" / "the keys in A, B of ...", and the matching "(or ...
+// damaged)" clause.
+std::string Keys(const std::vector<Candidate>& c, const UnlockOptions& o) {
   std::string where;
   for (const Candidate& k : c) where += (where.empty() ? "" : ", ") + k.where;
-  return (c.size() == 1 ? "the key in " : "the keys in ") + where +
+  return (c.size() == 1 ? "the key in " : "the keys in ") + where + OfRepository(o) +
          (c.size() == 1 ? " (or that key blob is damaged: the two cannot be told apart)"
                         : " (or those key blobs are damaged: the two cannot be told apart)");
 }
@@ -33,6 +36,19 @@ Result<size_t> TryAll(const std::vector<Candidate>& candidates, const std::strin
     if (s.code() != StatusCode::kWrongPassphrase) last = s;
   }
   return last;
+}
+
+// What to do about a passphrase from `source` that unlocks no key.
+std::string WrongPassphraseAdvice(const std::string& source) {
+  if (source == "BORG_PASSCOMMAND") {
+    return "BORG_PASSCOMMAND ran and printed a passphrase that does not unlock it: make the command print the right "
+           "one (its output, without the trailing newline, is the passphrase)";
+  }
+  if (source == "BORG_PASSPHRASE_FD") return "Pass the right passphrase on BORG_PASSPHRASE_FD";
+  if (source.rfind("the systemd credential", 0) == 0) {
+    return "Put the right passphrase in the file the unit's LoadCredential=borg-passphrase:... names";
+  }
+  return "Set the right passphrase in " + source;
 }
 
 }  // namespace
@@ -60,8 +76,8 @@ Result<size_t> Unlock(const std::vector<Candidate>& candidates, const UnlockOpti
     WipeString(*src->passphrase);
     if (r.ok() || r.status().code() != StatusCode::kWrongPassphrase) return r;
     return wrong(Status(StatusCode::kWrongPassphrase, "the passphrase supplied in " + src->source +
-                                                          " is incorrect for " + Keys(candidates) +
-                                                          ". Set the right passphrase in " + src->source + "."));
+                                                          " is incorrect for " + Keys(candidates, options) + ". " +
+                                                          WrongPassphraseAdvice(src->source) + "."));
   }
   // borg tries the empty passphrase silently before prompting.
   Result<size_t> r = TryAll(candidates, "");
@@ -73,14 +89,17 @@ Result<size_t> Unlock(const std::vector<Candidate>& candidates, const UnlockOpti
         return Status(StatusCode::kInterrupted, "stopped by a signal while waiting for the passphrase");
       }
       return Status(StatusCode::kNoPassphrase,
-                    "the repository key is protected by a passphrase and there is no terminal to ask for it: "
-                    "set BORG_PASSPHRASE, BORG_PASSCOMMAND or BORG_PASSPHRASE_FD");
+                    "the key" + OfRepository(options) +
+                        " is protected by a passphrase and there is no terminal to ask for it: set BORG_PASSPHRASE, "
+                        "BORG_PASSCOMMAND or BORG_PASSPHRASE_FD, or (a systemd unit) pass it as the credential "
+                        "borg-passphrase with LoadCredential= (docs/nightly.md)");
     }
     r = TryAll(candidates, *typed);
     WipeString(*typed);
     if (r.ok() || r.status().code() != StatusCode::kWrongPassphrase) return r;
   }
-  return wrong(Status(StatusCode::kPasswordRetriesExceeded, "the passphrase typed is incorrect for " + Keys(candidates)));
+  return wrong(Status(StatusCode::kPasswordRetriesExceeded,
+                      "the passphrase typed is incorrect for " + Keys(candidates, options)));
 }
 
 }  // namespace borgcheck::keys

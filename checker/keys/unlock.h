@@ -32,6 +32,7 @@ struct Candidate {
 
 struct UnlockOptions {
   std::string prompt;  // shown at the terminal prompt
+  std::string repository;  // named in the messages (a nightly mail may cover several repositories)
   // borg 2 master refuses to run with more than one passphrase variable set.
   bool one_passphrase_source = false;
   // When no candidate unlocks, this explains it better than "wrong passphrase" (a key item

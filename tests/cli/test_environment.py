@@ -82,8 +82,20 @@ class Passphrase(CliTestCase):
     def test_wrong_passphrase_from_passcommand_exits_52(self):
         r = self.verify({"BORG_PASSCOMMAND": "echo wrong"})
         self.assert_error_exit(r, cs.EXIT_WRONG_PASSPHRASE,
-                               "the passphrase supplied in BORG_PASSCOMMAND is incorrect",
-                               "Set the right passphrase in BORG_PASSCOMMAND.")
+                               "the passphrase supplied in BORG_PASSCOMMAND is incorrect for the key in config of "
+                               "repository " + self.repo,
+                               "BORG_PASSCOMMAND ran and printed a passphrase that does not unlock it: make the "
+                               "command print the right one")
+
+    def test_a_passcommand_with_a_pipe_says_that_no_shell_runs_it(self):
+        # borg splits BORG_PASSCOMMAND into words (shlex) and runs no shell; so does borgcheck.
+        # (false ignores its arguments and prints nothing, as cat's own complaint would.)
+        r = self.verify({"BORG_PASSCOMMAND": "false | head -1"})
+        self.assert_error_exit(r, cs.EXIT_PASSCOMMAND_FAILED,
+                               "BORG_PASSCOMMAND failed (false exited with status 1)",
+                               "BORG_PASSCOMMAND is split into words and run without a shell, as borg does, so '|' is "
+                               "passed to false as an argument; for a pipe or a redirection use "
+                               "BORG_PASSCOMMAND=\"sh -c '...'\"")
 
     def test_passphrase_fd(self):
         rfd, wfd = os.pipe()
@@ -123,9 +135,10 @@ class Passphrase(CliTestCase):
     def test_no_passphrase_source_and_no_terminal_exits_50(self):
         r = self.verify({})
         self.assertEqual(self.assert_error_exit(r, cs.EXIT_NO_PASSPHRASE),
-                         "borgcheck: the repository key is protected by a passphrase and there is no "
-                         "terminal to ask for it: set BORG_PASSPHRASE, BORG_PASSCOMMAND or "
-                         "BORG_PASSPHRASE_FD")
+                         "borgcheck: the key of repository " + self.repo + " is protected by a passphrase and "
+                         "there is no terminal to ask for it: set BORG_PASSPHRASE, BORG_PASSCOMMAND or "
+                         "BORG_PASSPHRASE_FD, or (a systemd unit) pass it as the credential borg-passphrase with "
+                         "LoadCredential= (docs/nightly.md)")
 
 
 class KeyFiles(CliTestCase):

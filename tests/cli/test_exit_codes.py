@@ -323,8 +323,8 @@ class KeyCodes(CliTestCase):
         r = self.run_borgcheck(["--verify-data", repo], {"BORG_PASSPHRASE": "not-the-passphrase"})
         self.assertEqual(self.assert_error_exit(r, cs.EXIT_WRONG_PASSPHRASE),
                          "borgcheck: the passphrase supplied in BORG_PASSPHRASE is incorrect for the key "
-                         "in config (or that key blob is damaged: the two cannot be told apart). Set the "
-                         "right passphrase in BORG_PASSPHRASE.")
+                         "in config of repository %s (or that key blob is damaged: the two cannot be told apart). "
+                         "Set the right passphrase in BORG_PASSPHRASE." % repo)
 
     def test_wrong_passphrase_for_key_file_exits_52(self):
         repo = self.copy_fixture("v1.2.4/repos/keyfile")
@@ -396,14 +396,15 @@ class BorgKeyAndPassphraseCodes(CliTestCase):
                          "mode repokey)" % repo)
 
     def test_no_passphrase_and_no_terminal_exits_50_in_every_generation(self):
-        message = ("the repository key is protected by a passphrase and there is no terminal to ask for it: "
-                   "set BORG_PASSPHRASE, BORG_PASSCOMMAND or BORG_PASSPHRASE_FD")
+        message = ("the key of repository %s is protected by a passphrase and there is no terminal to ask for it: "
+                   "set BORG_PASSPHRASE, BORG_PASSCOMMAND or BORG_PASSPHRASE_FD, or (a systemd unit) pass it as the "
+                   "credential borg-passphrase with LoadCredential= (docs/nightly.md)")
         for rel in ("borg1/v1.2.4/repos/repokey", "borg2b5/repokey-aes-ocb",
                     "borg2master/repos/aes256-ocb_sha256_repokey"):
             with self.subTest(repo=rel):
                 repo = self.copy_generation(rel)
                 r = self.run_borgcheck(["--verify-data", repo])
-                self.assertEqual(self.assert_error_exit(r, cs.EXIT_NO_PASSPHRASE), "borgcheck: " + message)
+                self.assertEqual(self.assert_error_exit(r, cs.EXIT_NO_PASSPHRASE), "borgcheck: " + message % repo)
 
     def test_failing_passcommand_exits_51(self):
         repo = self.copy_fixture("v1.2.4/repos/repokey")
@@ -462,8 +463,8 @@ class BorgKeyAndPassphraseCodes(CliTestCase):
         repo = self.copy_fixture("v1.2.4/repos/repokey")
         r, tty = self.run_on_terminal(["--verify-data", "-q", repo], ["wrong1", "wrong2", "wrong3"])
         self.assertEqual(self.assert_error_exit(r, cs.EXIT_PASSWORD_RETRIES_EXCEEDED),
-                         "borgcheck: the passphrase typed is incorrect for the key in config (or that key "
-                         "blob is damaged: the two cannot be told apart)")
+                         "borgcheck: the passphrase typed is incorrect for the key in config of repository %s (or "
+                         "that key blob is damaged: the two cannot be told apart)" % repo)
         self.assertEqual(tty.count("Enter passphrase for key config: "), 3, tty)
         self.assertNotIn("wrong", tty)  # no echo
         r, tty = self.run_on_terminal(["--verify-data", "-q", repo], ["wrong1", cs.PASSPHRASE])

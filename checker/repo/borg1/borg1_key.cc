@@ -33,6 +33,7 @@ Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& 
                             }};
   keys::UnlockOptions options;
   options.prompt = "Enter passphrase for key " + where + ": ";
+  options.repository = repo_path;
   Result<size_t> won = keys::Unlock({candidate}, options);
   if (!won.ok()) return won.status();
   return std::move(*material);

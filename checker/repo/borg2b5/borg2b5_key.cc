@@ -51,6 +51,7 @@ Result<LoadedBorg2Key> LoadBorg2b5Key(const io::Env& env, const std::string& rep
                             }};
   keys::UnlockOptions options;
   options.prompt = "Enter passphrase for key " + where + ": ";
+  options.repository = repo_path;
   Result<size_t> won = keys::Unlock({candidate}, options);
   if (!won.ok()) return won.status();
   return LoadedBorg2Key{std::move(*material), where};

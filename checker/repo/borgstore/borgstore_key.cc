@@ -167,6 +167,7 @@ Result<MasterKey> LoadMasterKey(const io::Env& env, const BorgstoreLayout& layou
   keys::UnlockOptions options;
   options.prompt = "Enter passphrase for the key of " + layout.path + ": ";
   options.one_passphrase_source = true;
+  options.repository = layout.path;
   options.instead_of_wrong_passphrase = corrupted;  // 4. a damaged item explains it better
   Result<size_t> won = keys::Unlock(unlockable, options);
   if (!won.ok()) return won.status();
