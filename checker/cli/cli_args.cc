@@ -72,6 +72,8 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
     o.repository.resize(sep);
     if (o.repository.empty()) return Invalid("no repository before '::' in " + o.archive);
   }
+  // borg's file:///abs/path is the local path /abs/path.
+  if (o.repository.rfind("file:///", 0) == 0) o.repository.erase(0, 7);
   if (o.repository.find("://") != std::string::npos || o.repository.rfind("ssh:", 0) == 0 ||
       (o.repository.find(':') != std::string::npos && o.repository.front() != '/' &&
        o.repository.find(':') < o.repository.find('/'))) {
@@ -150,6 +152,12 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
 
   cli.show_rc = raw.show_rc;
   cli.soft_fail = raw.soft_fail;
+  // An empty path (an unset variable in `--metrics-file "$PROM"`) would silently write nothing,
+  // and the staleness alert would fire days later for no visible reason.
+  if (raw.metrics_file_given && raw.metrics_file.empty()) {
+    return Invalid("--metrics-file needs a file name (it was given an empty one); leave the option out to write no "
+                   "metrics");
+  }
   cli.metrics_file = raw.metrics_file;
   return cli;
 }

@@ -25,6 +25,7 @@ struct RawArgs {
   std::string progress = "auto";
   double progress_interval = 0;  // --progress-interval, when progress_interval_given
   bool progress_interval_given = false;  // else BORGCHECK_PROGRESS_INTERVAL, else 60
+  bool metrics_file_given = false;  // --metrics-file was on the command line (an empty value is refused)
   bool quiet = false;
   bool verbose = false;         // -v/--verbose/--info
   bool bypass_lock = false;

@@ -188,6 +188,7 @@ int main(int argc, char** argv) {
   }
 
   raw.progress_interval_given = interval->count() > 0;
+  raw.metrics_file_given = app.count("--metrics-file") > 0;
   Result<cli::CliOptions> parsed = cli::ValidateArgs(raw);
   report::TextOptions text;
   text.verbosity = parsed.ok() ? parsed->verbosity : report::Verbosity::kNormal;

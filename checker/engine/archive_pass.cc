@@ -539,9 +539,9 @@ void ArchivePass::Finish(std::vector<Finding>& findings, const ObjectVerdicts& v
         }
         added.push_back(MakeFinding(
             Severity::kWarning, Stage::kReference, Location::None(), nullptr,
-            fmt::format("{} orphaned objects found: stored, but no archive references them (borg check reports them "
-                        "too){}",
-                        orphans,
+            fmt::format("{} found: stored, but no archive references {} (borg check reports {} too){}",
+                        orphans == 1 ? std::string("1 orphaned object") : fmt::format("{} orphaned objects", orphans),
+                        orphans == 1 ? "it" : "them", orphans == 1 ? "it" : "them",
                         incomplete ? "; some archive metadata could not be read, and these objects may be the data "
                                      "it referenced"
                                    : "")));

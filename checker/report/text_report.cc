@@ -52,9 +52,11 @@ std::string RollUp(const std::vector<const Finding*>& members) {
                                 EscapeText(first.message));
   if (first.reread != Reread::kNotReread) out += fmt::format(" (second read: {})", RereadName(first.reread));
   out += "\n";
-  for (size_t i = 0; i < members.size() && i < kRollUpShown; ++i) out += MemberLine(*members[i]);
-  if (members.size() > kRollUpShown) {
-    out += fmt::format("  and {} more (--json lists every one)\n", FormatCount(members.size() - kRollUpShown));
+  // "and 1 more" would take the line the one left would need: then it is printed instead.
+  const size_t listed = members.size() == kRollUpShown + 1 ? members.size() : kRollUpShown;
+  for (size_t i = 0; i < members.size() && i < listed; ++i) out += MemberLine(*members[i]);
+  if (members.size() > listed) {
+    out += fmt::format("  and {} more (--json lists every one)\n", FormatCount(members.size() - listed));
   }
   // The advice of the archive pass depends on the kind of finding only: once per group.
   if (!first.advice.empty()) out += "  advice: " + EscapeText(first.advice) + "\n";
@@ -101,8 +103,10 @@ std::string FormatAffectedLines(const Finding& f) {
   std::string out;
   if (f.affected) {
     const std::vector<AffectedUse>& uses = f.affected->uses;
-    for (size_t i = 0; i < uses.size() && i < kAffectedShown; ++i) out += "  affects " + FormatAffectedUse(uses[i]) + "\n";
-    const uint64_t shown = std::min<uint64_t>(uses.size(), kAffectedShown);
+    // As for roll-ups: one use left over is printed rather than counted.
+    const size_t listed = f.affected->total == kAffectedShown + 1 ? kAffectedShown + 1 : kAffectedShown;
+    for (size_t i = 0; i < uses.size() && i < listed; ++i) out += "  affects " + FormatAffectedUse(uses[i]) + "\n";
+    const uint64_t shown = std::min<uint64_t>(uses.size(), listed);
     if (f.affected->total > shown) {
       out += fmt::format("  and {} more (--json lists {})\n", FormatCount(f.affected->total - shown),
                          f.affected->total > kMaxAffectedUses
@@ -240,8 +244,8 @@ std::string FormatVerboseLines(const RunSummary& s) {
   for (const std::string& n : s.notes) out += "note: " + EscapeText(n) + "\n";
   // borg 2 master keeps objects in packs and has no transactions: `segments` counts packs.
   std::string where = s.format == "borgstore-v4"
-                          ? fmt::format("{} packs ({})", FormatCount(s.segments), s.live_list_source)
-                          : fmt::format("{} segments, transaction {} ({})", FormatCount(s.segments),
+                          ? fmt::format("{} ({})", Plural(s.segments, "pack", "packs"), s.live_list_source)
+                          : fmt::format("{}, transaction {} ({})", Plural(s.segments, "segment", "segments"),
                                         s.transaction, s.live_list_source);
   std::string rate = s.elapsed_s > 0 ? FormatBytes(uint64_t(double(s.bytes_read) / s.elapsed_s)) + "/s" : "-";
   out += fmt::format("details: {}{}, {}, {} plaintext, {} read at {}, {} threads", s.format,

@@ -74,6 +74,18 @@ TEST_CASE("a roll-up lists the first 20 and counts the rest; other findings keep
   CHECK(text == expect);
 }
 
+TEST_CASE("a roll-up of 21 lists all 21: 'and 1 more' would take the line the last one needs", "[report]") {
+  std::vector<Finding> sorted;
+  for (int i = 0; i < 21; ++i) sorted.push_back(Truncated(2, 100 + uint64_t(i), uint8_t(i)));
+  const std::string text = FormatFindings(sorted);
+  CHECK(text.find("21 objects") != std::string::npos);
+  CHECK(text.find(Hex(uint8_t(20))) != std::string::npos);
+  CHECK(text.find("more (--json") == std::string::npos);
+  // 22: the first 20 and "and 2 more".
+  sorted.push_back(Truncated(2, 121, 21));
+  CHECK(FormatFindings(sorted).find("  and 2 more (--json lists every one)\n") != std::string::npos);
+}
+
 TEST_CASE("findings of one kind in different segments are different units", "[report]") {
   std::vector<Finding> sorted = {Truncated(1, 8, 1), Truncated(1, 9, 2), Truncated(2, 8, 3), Truncated(2, 9, 4)};
   CHECK(FormatFindings(sorted).find("objects") == std::string::npos);  // no group reaches three

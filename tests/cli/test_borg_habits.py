@@ -36,6 +36,12 @@ class Repository(CliTestCase):
                 self.assert_rc(r, cs.EXIT_OK)
                 self.assertEqual((mask_times(r.stdout), r.stderr), (self.clean, ""))
 
+    def test_a_file_url_is_the_local_path(self):
+        # borg takes file:///abs/path as the local repository /abs/path.
+        r = self.run_borgcheck(["file://" + self.repo])
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual((mask_times(r.stdout), r.stderr), (self.clean, ""))
+
     def test_repository_given_twice_exits_2(self):
         r = self.run_borgcheck(["-r", self.repo, self.repo])
         self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "the repository is given twice")
@@ -304,8 +310,9 @@ class Credential(CliTestCase):
         r = self.run_borgcheck(["--verify-data", repo], {"CREDENTIALS_DIRECTORY": d})
         self.assertEqual(self.assert_error_exit(r, cs.EXIT_WRONG_PASSPHRASE),
                          "borgcheck: the passphrase supplied in the systemd credential borg-passphrase is incorrect "
-                         "for the key in config (or that key blob is damaged: the two cannot be told apart). Set the "
-                         "right passphrase in the systemd credential borg-passphrase.")
+                         "for the key in config of repository %s (or that key blob is damaged: the two cannot be told "
+                         "apart). Put the right passphrase in the file the unit's LoadCredential=borg-passphrase:... "
+                         "names." % repo)
         empty = os.path.join(self.tmp, "no-credentials")
         os.mkdir(empty)
         r = self.run_borgcheck(["--verify-data", repo], {"CREDENTIALS_DIRECTORY": empty})

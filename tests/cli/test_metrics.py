@@ -77,6 +77,14 @@ class MetricsFile(CliTestCase):
         with open(self.path) as f:
             return parse(f.read())
 
+    def test_an_empty_metrics_file_name_is_refused(self):
+        # `--metrics-file "$PROM"` with PROM unset would write nothing, silently.
+        repo = self.copy_fixture("v1.2.4/repos/none")
+        r = self.run_borgcheck(["-q", repo, "--metrics-file", ""])
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN),
+                         "borgcheck: --metrics-file needs a file name (it was given an empty one); leave the option "
+                         "out to write no metrics")
+
     def test_a_repository_path_that_is_not_utf8_gives_a_file_promtool_reads(self):
         # A label value must be valid UTF-8, or Prometheus drops the whole file: the path's
         # invalid bytes are written as borgcheck's text escapes (docs/nightly.md "Metrics").
