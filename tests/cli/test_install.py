@@ -2,7 +2,8 @@
 --help, rendered by `man -l`), the docs (every one the README names for users), the Prometheus
 alert rules, the bash and zsh completions, and the systemd units, which `systemd-analyze verify`
 accepts (and, to show the check is real here, rejects when broken). The installed binary needs
-no package beyond `ci/install-deps --runtime`.
+no package beyond `ci/install-deps --runtime`. (The Debian package installs the same files:
+ci/package.)
 
 Run by CTest with the build folder in BORGCHECK_BUILD_DIR (label "install": it needs the whole
 build, man page included, so the TSan gate, which builds only its targets, leaves it out).
