@@ -1,7 +1,9 @@
 """`cmake --install` into a temporary prefix: the binary, the man page (made by help2man from
---help, rendered by `man -l`), the docs, and the systemd units, which `systemd-analyze verify`
+--help, rendered by `man -l`), the docs (every one the README names for users), the Prometheus
+alert rules, the bash and zsh completions, and the systemd units, which `systemd-analyze verify`
 accepts (and, to show the check is real here, rejects when broken). The installed binary needs
-no package beyond `ci/install-deps --runtime`.
+no package beyond `ci/install-deps --runtime`. (The Debian package installs the same files:
+ci/package.)
 
 Run by CTest with the build folder in BORGCHECK_BUILD_DIR (label "install": it needs the whole
 build, man page included, so the TSan gate, which builds only its targets, leaves it out).
@@ -61,6 +63,24 @@ class Installed(CliTestCase):
             self.assertTrue(os.path.isfile(self.path("share", "doc", "borgcheck", d)), d)
         for u in UNITS:
             self.assertTrue(os.path.isfile(self.path("lib", "systemd", "system", u)), u)
+
+    def test_alert_rules_and_completions_are_installed(self):
+        for installed, source in ((("share", "borgcheck", "borgcheck-alerts.yml"), ("prometheus", "borgcheck-alerts.yml")),
+                                  (("share", "bash-completion", "completions", "borgcheck"),
+                                   ("completion", "borgcheck.bash")),
+                                  (("share", "zsh", "site-functions", "_borgcheck"), ("completion", "_borgcheck"))):
+            with open(self.path(*installed), "rb") as f, open(os.path.join(SOURCE_DIR, "dist", *source), "rb") as g:
+                self.assertEqual(f.read(), g.read(), installed)
+
+    def test_the_installed_readme_names_only_installed_docs(self):
+        # The README names docs by their source paths (docs/cli.md); they are installed next to
+        # it. Its Development section is about the source tree (docs/design.md stays there).
+        with open(os.path.join(SOURCE_DIR, "README.md"), encoding="utf-8") as f:
+            readme = f.read().split("\n## Development\n")[0]
+        named = sorted(set(re.findall(r"\bdocs/([\w-]+\.md)", readme)))
+        self.assertGreaterEqual(len(named), 4)
+        for doc in named:
+            self.assertTrue(os.path.isfile(self.path("share", "doc", "borgcheck", doc)), doc)
 
     def test_man_renders_and_says_what_help_says(self):
         page = self.path("share", "man", "man1", "borgcheck.1")
