@@ -57,6 +57,13 @@ std::vector<std::string> NormalizeArgs(int argc, const char* const* argv) {
 Result<CliOptions> ValidateArgs(const RawArgs& raw) {
   CliOptions cli;
   run::CheckOptions& o = cli.check;
+  // borg's habit `borg check -r REPO`: the word "check" before -r is the subcommand borgcheck
+  // does not have, not a repository (one named "check" is still reachable as ./check).
+  if (raw.repository == "check" && !raw.repo_option.empty()) {
+    return Invalid("borgcheck has no subcommands: 'check' before -r " + raw.repo_option +
+                   " is borg's habit; run borgcheck -r " + raw.repo_option + " (or borgcheck " + raw.repo_option +
+                   "), with the options of borg check");
+  }
   if (!raw.repository.empty() && !raw.repo_option.empty()) {
     return Invalid("the repository is given twice (REPO " + raw.repository + " and -r/--repo " + raw.repo_option +
                    "): pass one of them");

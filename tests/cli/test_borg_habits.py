@@ -42,6 +42,12 @@ class Repository(CliTestCase):
         self.assert_rc(r, cs.EXIT_OK)
         self.assertEqual((mask_times(r.stdout), r.stderr), (self.clean, ""))
 
+    def test_borg_check_habit_says_there_is_no_subcommand(self):
+        r = self.run_borgcheck(["check", "-r", self.repo])
+        self.assertEqual(self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN),
+                         "borgcheck: borgcheck has no subcommands: 'check' before -r %s is borg's habit; run borgcheck "
+                         "-r %s (or borgcheck %s), with the options of borg check" % ((self.repo,) * 3))
+
     def test_repository_given_twice_exits_2(self):
         r = self.run_borgcheck(["-r", self.repo, self.repo])
         self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "the repository is given twice")
