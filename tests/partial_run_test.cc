@@ -101,6 +101,12 @@ class RecordingSource final : public engine::ObjectSource {
   }
   bool ChangedSinceStart() const override { return inner_->ChangedSinceStart(); }
   void Finish(engine::FinishContext& ctx) override { inner_->Finish(ctx); }
+  io::SecondRead ReadAgain(const engine::ReadUnit& unit, uint64_t offset, Bytes first,
+                           ByteBuffer& scratch) const override {
+    return inner_->ReadAgain(unit, offset, first, scratch);
+  }
+  Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const override { return inner_->StatUnit(unit); }
+  unsigned Connections() const override { return inner_->Connections(); }
 
  private:
   std::unique_ptr<engine::ObjectSource> inner_;
@@ -122,7 +128,7 @@ Run CheckWith(Gen gen, const engine::CheckOptions& o, const io::Env& env = io::E
                                                                        : repo::MakeBorgstoreSource(o, env);
   RecordingSource src(std::move(inner), rec);
   Run r;
-  r.out = schedule::RunScheduled(src, o, {}, env);
+  r.out = schedule::RunScheduled(src, o, {});
   r.ids = std::move(rec.ids);
   r.units = std::move(rec.units);
   return r;
@@ -482,7 +488,7 @@ TEST_CASE("a stop mid-run reports the findings so far and marks only units read 
   Recorded rec;
   rec.stop_at_unit = 5;  // stop once segment 5 is being read (segment 2, the damaged one, was verified before)
   RecordingSource src(repo::MakeBorg1Source(o, slow), rec);
-  engine::CheckOutcome out = schedule::RunScheduled(src, o, {}, slow);
+  engine::CheckOutcome out = schedule::RunScheduled(src, o, {});
   TEST_ResetStopSignal();
   CHECK(out.stop_signal == 15);
   CHECK(out.status.code() == StatusCode::kInterrupted);

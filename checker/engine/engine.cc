@@ -188,14 +188,23 @@ struct WorkerState {
   std::vector<ObjectResult> results;  // their results, reused
 };
 
+// One of the store's connections (Engine::connections_), held by one unit's read task. Owned
+// by that task; released on the thread that destroys it.
+struct ConnectionSlot {
+  explicit ConnectionSlot(ByteBudget* c) : connections(c) {}
+  ~ConnectionSlot() { connections->Release(1); }
+  ConnectionSlot(const ConnectionSlot&) = delete;
+  ConnectionSlot& operator=(const ConnectionSlot&) = delete;
+  ByteBudget* connections;
+};
+
 class Engine {
  public:
-  Engine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress, const io::Env& env,
+  Engine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress,
          UnitSchedule& schedule, RunObserver& observer)
       : source_(source),
         opts_(options),
         progress_(progress),
-        env_(env),
         archives_(options, options.threads),
         schedule_(schedule),
         observer_(observer) {}
@@ -227,7 +236,6 @@ class Engine {
   ObjectSource& source_;
   const CheckOptions& opts_;
   const ProgressCallback& progress_;
-  const io::Env& env_;
 
   // const after planning (read by every thread)
   Plan plan_;
@@ -240,6 +248,9 @@ class Engine {
   // own synchronisation
   report::FindingSink sink_;
   std::unique_ptr<ByteBudget> budget_;
+  // Units read on workers at once, when the source's store limits it (source.Connections()):
+  // a ByteBudget of that many slots, one per unit; nullptr: no limit beyond the workers.
+  std::unique_ptr<ByteBudget> connections_;
   WindowRecycler recycler_;  // outlives every block (declared before pool_)
   std::atomic<uint64_t> bytes_done_{0};
   std::atomic<uint64_t> objects_done_{0};
@@ -344,7 +355,7 @@ void Engine::Verify(const VerifyBatch& b, size_t worker) {
     // 5. The second read.
     Reread reread = Reread::kNotReread;
     Severity severity = fail->severity;
-    switch (io::ReadAgain(env_, unit.path, ref.file_offset, stored, ws.reread)) {
+    switch (source_.ReadAgain(unit, ref.file_offset, stored, ws.reread)) {
       case io::SecondRead::kUnreadable:
         break;
       case io::SecondRead::kSame:
@@ -406,8 +417,16 @@ void Engine::ReadAll() {
     // each other.
     budget_->Acquire(tracker->unit_bytes);
     tracker->reserved = tracker->unit_bytes;
-    pool_->Submit([this, u, tracker](size_t) mutable {
+    // A connection of the store, held while the unit is read; given back when the read returns
+    // or the task is dropped (a stop), so this loop never waits for a slot nobody will free.
+    std::shared_ptr<ConnectionSlot> slot;
+    if (connections_) {
+      connections_->Acquire(1);
+      slot = std::make_shared<ConnectionSlot>(connections_.get());
+    }
+    pool_->Submit([this, u, tracker, slot](size_t) mutable {
       if (schedule_.MayStart()) ReadOneUnit(u, std::move(tracker), false);
+      slot.reset();
     });
   }
 }
@@ -489,6 +508,9 @@ CheckOutcome Engine::Run() {
   }
   budget_ = std::make_unique<ByteBudget>(std::max<uint64_t>(kMinInFlight, uint64_t(threads) * plan_.in_flight_per_thread));
   pool_ = std::make_unique<pool::WorkStealingPool>(threads);
+  if (const unsigned c = source_.Connections(); c > 0 && !plan_.in_order && c < threads) {
+    connections_ = std::make_unique<ByteBudget>(c);
+  }
   // A selection walks its archives first and verifies only the objects they reference.
   if (Status s = archives_.WalkFirst(filter_, plan_); !s.ok()) {
     out.status = s;
@@ -613,8 +635,8 @@ void SetInterrupted(CheckOutcome& out, int signo) {
 }
 
 CheckOutcome RunEngine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress,
-                       const io::Env& env, UnitSchedule& schedule, RunObserver& observer) {
-  Engine e(source, options, progress, env, schedule, observer);
+                       UnitSchedule& schedule, RunObserver& observer) {
+  Engine e(source, options, progress, schedule, observer);
   CheckOutcome out = e.Run();
   out.state_last_success_at = e.StateLastSuccess();
   // A stop signal the run did not see itself (it came while planning or unlocking the key).

@@ -6,8 +6,8 @@
 //   3. one verifier per worker, the pool, the budget of bytes in flight;
 //   4. read: units in order on this thread (segment logs) or on workers (packs); the objects
 //      handed over are cut into batches (kBatchBytes / kBatchObjects) and verified on workers;
-//   5. the one second-read policy: every object that fails is read once more from its file
-//      before it is reported. The same bytes: "agreed", the damage is on disk; other bytes
+//   5. the one second-read policy: every object that fails is read once more, by its source
+//      (ObjectSource::ReadAgain), before it is reported. The same bytes: "agreed", the damage is on disk; other bytes
 //      that fail too: "differed", unstable storage; other bytes that verify: "passed", a
 //      warning (a transient read error), and the object counts as verified. Finding::reread
 //      always says which; a read that could not be made is "not-reread";
@@ -25,7 +25,8 @@
 // plan.in_flight_per_thread); one object or unit larger than that is let through alone.
 //
 // Thread contract: RunEngine runs on the caller's (main) thread and returns when every thread
-// it started has stopped. The source and the Env must outlive the call.
+// it started has stopped. The source (and the store it reads) must outlive the call. The engine
+// itself never opens a file: every byte comes through the source.
 #pragma once
 
 #include <cstdint>
@@ -77,7 +78,7 @@ using ProgressCallback = std::function<void(const report::Progress&, bool final)
 // to each (run_schedule.h; checker/schedule/ implements both, and schedule::RunScheduled wires
 // them). Both must outlive the call.
 CheckOutcome RunEngine(ObjectSource& source, const CheckOptions& options, const ProgressCallback& progress,
-                       const io::Env& env, UnitSchedule& schedule, RunObserver& observer);
+                       UnitSchedule& schedule, RunObserver& observer);
 
 // The outcome of a run a signal stopped: kInterrupted, naming the signal.
 void SetInterrupted(CheckOutcome& out, int signo);

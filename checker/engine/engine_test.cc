@@ -250,10 +250,10 @@ class FakeVerifier final : public ObjectVerifier {
   ByteBuffer plaintext_;
 };
 
-class FakeSource final : public ObjectSource {
+class FakeSource final : public EnvUnitSource {
  public:
   FakeSource(const FakeRepo& repo, const SourceConfig& cfg, const io::Env& env)
-      : repo_(repo), cfg_(cfg), env_(env), reads_(repo.units().size()), read_threads_(repo.units().size()) {}
+      : EnvUnitSource(env), repo_(repo), cfg_(cfg), reads_(repo.units().size()), read_threads_(repo.units().size()) {}
 
   Result<Plan> MakePlan() override {
     Plan plan;
@@ -389,7 +389,6 @@ class FakeSource final : public ObjectSource {
 
   const FakeRepo& repo_;
   const SourceConfig& cfg_;
-  const io::Env& env_;
   bool key_loaded_ = false;
   bool fell_back_ = false;
   mutable unsigned verifiers_made_ = 0;  // main thread only
@@ -430,8 +429,7 @@ struct Run {
   std::thread::id caller;  // the thread that called RunEngine
 };
 
-Run RunFake(FakeSource& source, unsigned threads, const io::Env& env = io::Env::Default(),
-            const ProgressCallback& progress = nullptr, bool verify_data = true) {
+Run RunFake(FakeSource& source, unsigned threads, const ProgressCallback& progress = nullptr, bool verify_data = true) {
   CheckOptions opts;
   opts.repository = "/fake/repository";
   opts.verify_data = verify_data;
@@ -439,7 +437,7 @@ Run RunFake(FakeSource& source, unsigned threads, const io::Env& env = io::Env::
   return RunWithin([&] {
     Run r;
     r.caller = std::this_thread::get_id();
-    r.out = schedule::RunScheduled(source, opts, progress, env);
+    r.out = schedule::RunScheduled(source, opts, progress);
     return r;
   });
 }
@@ -553,7 +551,7 @@ TEST_CASE("engine: keyless runs load no key and name no mode", "[engine]") {
   FakeRepo repo(Uniform(2, 3));
   SourceConfig cfg;
   FakeSource source(repo, cfg, io::Env::Default());
-  Run r = RunFake(source, 2, io::Env::Default(), nullptr, /*verify_data=*/false);
+  Run r = RunFake(source, 2, nullptr, /*verify_data=*/false);
   REQUIRE(r.out.status.ok());
   CHECK(r.out.summary.mode.empty());
   CHECK_FALSE(r.out.summary.verify_data);
@@ -573,7 +571,7 @@ TEST_CASE("engine: the second read, agreed / differed / passed / not-reread, in 
       SourceConfig cfg;
       cfg.in_order = in_order;
       FakeSource source(repo, cfg, env);
-      Run r = RunFake(source, 2, env);
+      Run r = RunFake(source, 2);
       REQUIRE(r.out.status.ok());
       REQUIRE(r.out.findings.size() == 1);
       CheckObjectFinding(r.out.findings[0], Severity::kError, Stage::kIdHash, unit1,
@@ -593,7 +591,7 @@ TEST_CASE("engine: the second read, agreed / differed / passed / not-reread, in 
       SourceConfig cfg;
       cfg.in_order = in_order;
       FakeSource source(repo, cfg, env);
-      Run r = RunFake(source, 2, env);
+      Run r = RunFake(source, 2);
       REQUIRE(r.out.status.ok());
       REQUIRE(r.out.findings.size() == 1);
       CheckObjectFinding(r.out.findings[0], Severity::kWarning, Stage::kIdHash, unit1, repo.object(1, 3),
@@ -613,7 +611,7 @@ TEST_CASE("engine: the second read, agreed / differed / passed / not-reread, in 
       SourceConfig cfg;
       cfg.in_order = in_order;
       FakeSource source(repo, cfg, env);
-      Run r = RunFake(source, 2, env);
+      Run r = RunFake(source, 2);
       REQUIRE(r.out.status.ok());
       REQUIRE(r.out.findings.size() == 1);
       CheckObjectFinding(r.out.findings[0], Severity::kError, Stage::kIdHash, unit1, repo.object(1, 3), kHashMismatch,
@@ -628,7 +626,7 @@ TEST_CASE("engine: the second read, agreed / differed / passed / not-reread, in 
       SourceConfig cfg;
       cfg.in_order = in_order;
       FakeSource source(repo, cfg, env);
-      Run r = RunFake(source, 2, env);
+      Run r = RunFake(source, 2);
       REQUIRE(r.out.status.ok());
       REQUIRE(r.out.findings.size() == 1);
       CheckObjectFinding(r.out.findings[0], Severity::kError, Stage::kIdHash, unit1, repo.object(1, 3), kHashMismatch,
@@ -642,7 +640,7 @@ TEST_CASE("engine: the second read, agreed / differed / passed / not-reread, in 
       SourceConfig cfg;
       cfg.in_order = in_order;
       FakeSource source(repo, cfg, env);
-      Run r = RunFake(source, 2, env);
+      Run r = RunFake(source, 2);
       REQUIRE(r.out.status.ok());
       REQUIRE(r.out.findings.size() == 1);
       CheckObjectFinding(r.out.findings[0], Severity::kError, Stage::kIdHash, unit1, repo.object(1, 3), kHashMismatch,
@@ -672,7 +670,7 @@ TEST_CASE("engine: object roles: superseded entries are warnings and not counted
     SourceConfig cfg;
     cfg.in_order = in_order;
     FakeSource source(repo, cfg, env);
-    Run r = RunFake(source, 3, env);
+    Run r = RunFake(source, 3);
     REQUIRE(r.out.status.ok());
     const Location u0 = UnitLocation(in_order, 0);
     REQUIRE(r.out.findings.size() == 5);  // sorted by offset
@@ -792,6 +790,35 @@ TEST_CASE("engine: units read on workers never wait for the budget (a unit large
   }
 }
 
+TEST_CASE("engine: no more units are read at once than the store has connections", "[engine][io]") {
+  // Eight units read on workers; the reads of each overlap (a 20 ms wait at their start), so
+  // with more connections than one they would be seen side by side.
+  FakeRepo repo(Uniform(8, 3));
+  for (unsigned connections : {1u, 2u}) {
+    INFO("connections " << connections);
+    SourceConfig cfg;
+    cfg.in_order = false;
+    std::atomic<int> active{0}, most{0};
+    cfg.before_unit = [&](size_t, UnitSink&) {
+      const int now = active.fetch_add(1) + 1;
+      int seen = most.load();
+      while (now > seen && !most.compare_exchange_weak(seen, now)) {
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      active.fetch_sub(1);
+    };
+    io::FaultEnv env;
+    env.SetConnections(connections);
+    FakeSource source(repo, cfg, env);
+    CHECK(source.Connections() == connections);
+    Run r = RunFake(source, 4);
+    REQUIRE(r.out.status.ok());
+    CHECK(r.out.summary.objects_verified == 24);
+    CHECK(most.load() >= 1);
+    CHECK(most.load() <= int(connections));
+  }
+}
+
 TEST_CASE("engine: a stop request ends the run without a verdict (kInterrupted)", "[engine][stop]") {
   StopGuard guard;
   SECTION("in order: the units after the request are not read, Finish is not called") {
@@ -859,7 +886,7 @@ TEST_CASE("engine: a unit that vanished, or a new transaction: repository change
     env.VanishAfterOpens(repo.unit(2).path, 0);
     SourceConfig cfg;
     FakeSource source(repo, cfg, env);
-    Run r = RunFake(source, 2, env);
+    Run r = RunFake(source, 2);
     CHECK(r.out.status.code() == StatusCode::kRepositoryChanged);
     CHECK(r.out.status.message() == changed);
     // No verdict. What the workers had found before the change is kept (the partial report);
@@ -880,7 +907,7 @@ TEST_CASE("engine: a unit that vanished, or a new transaction: repository change
     SourceConfig cfg;
     cfg.in_order = false;
     FakeSource source(repo, cfg, env);
-    Run r = RunFake(source, 3, env);
+    Run r = RunFake(source, 3);
     CHECK(r.out.status.code() == StatusCode::kRepositoryChanged);
     CHECK(r.out.status.message() == changed);
     CHECK(source.finish_calls() == 0);
@@ -927,7 +954,7 @@ TEST_CASE("engine: progress: bytes and objects only grow, never past the totals,
     cfg.verify_delay = std::chrono::microseconds(1500);  // about 0.45 s at 1 thread: intermediate records
     FakeSource source(repo, cfg, io::Env::Default());
     ProgressLog log;
-    Run r = RunFake(source, 1, io::Env::Default(), log.Callback());
+    Run r = RunFake(source, 1, log.Callback());
     REQUIRE(r.out.status.ok());
     std::lock_guard<std::mutex> lock(log.mu);
     REQUIRE(log.records.size() >= 2);
@@ -983,6 +1010,10 @@ TEST_CASE("engine: progress credits a unit with at most its own size", "[engine]
     std::string ModeName() const override { return inner_.ModeName(); }
     Result<std::unique_ptr<ObjectVerifier>> MakeVerifier() const override { return inner_.MakeVerifier(); }
     void ReadUnit(size_t index, UnitSink& sink) override { inner_.ReadUnit(index, sink); }
+    io::SecondRead ReadAgain(const engine::ReadUnit& unit, uint64_t offset, Bytes first, ByteBuffer& scratch) const override {
+      return inner_.ReadAgain(unit, offset, first, scratch);
+    }
+    Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const override { return inner_.StatUnit(unit); }
     void Finish(FinishContext& ctx) override { inner_.Finish(ctx); }
 
    private:
@@ -995,7 +1026,7 @@ TEST_CASE("engine: progress credits a unit with at most its own size", "[engine]
   opts.verify_data = true;
   opts.threads = 2;
   ProgressCallback cb = log.Callback();
-  CheckOutcome out = RunWithin([&] { return schedule::RunScheduled(source, opts, cb, io::Env::Default()); });
+  CheckOutcome out = RunWithin([&] { return schedule::RunScheduled(source, opts, cb); });
   REQUIRE(out.status.ok());
   REQUIRE(seen);
   CHECK(seen->bytes_done == 100);
@@ -1102,7 +1133,7 @@ TEST_CASE("engine: identical sorted findings and summaries at 1, 2, 8 and 64 thr
         cfg.blocks = blocks;
         cfg.finish_finding = true;
         FakeSource source(repo, cfg, env);
-        Run r = RunFake(source, threads, env);
+        Run r = RunFake(source, threads);
         REQUIRE(r.out.status.ok());
         std::vector<std::string> findings = DescribeAll(r.out);
         std::vector<std::string> summary = SummaryFields(r.out.summary);

@@ -34,6 +34,7 @@
 #include "checker/engine/archive_source.h"
 #include "checker/engine/check_options.h"
 #include "checker/engine/object_verifier.h"
+#include "checker/io/env.h"
 #include "checker/report/finding.h"
 #include "checker/report/summary.h"
 
@@ -46,7 +47,8 @@ inline constexpr uint64_t kReadWindowBytes = 4ull << 20;
 // A file read as one stream: a segment file, a pack.
 struct ReadUnit {
   report::Location location;  // where its findings are: segment N, or pack <hex>
-  std::string path;
+  std::string path;           // its name in the source's store (io::Env): only the source reads
+                              // by it (ReadUnit, ReadAgain, StatUnit), never the engine
   uint64_t bytes = 0;         // the bytes that belong to the check (progress)
   bool on_disk = true;        // false: the plan knows it should exist and it does not (its
                               // ReadUnit reports the loss); not counted in the summary's units
@@ -150,6 +152,17 @@ class ObjectSource {
   virtual Result<std::unique_ptr<ObjectVerifier>> MakeVerifier() const = 0;
   // 4. Reads one unit (plan.units[index]).
   virtual void ReadUnit(size_t index, UnitSink& sink) = 0;
+  // The second read (engine.h): first.size() bytes at `offset` of `unit` read again, through
+  // the store the unit was read from, into `scratch`, and compared with `first`. On workers,
+  // concurrently (each caller passes its own scratch).
+  virtual io::SecondRead ReadAgain(const engine::ReadUnit& unit, uint64_t offset, Bytes first,
+                                   ByteBuffer& scratch) const = 0;
+  // How many units may be read at once (units read on workers): 0 = as many as there are
+  // workers (a local file system); a remote store answers its connections.
+  virtual unsigned Connections() const { return 0; }
+  // The unit's file as its store sees it now (size, times, inode: a partial run's identity of
+  // the unit, schedule/). Main thread, before any unit is read.
+  virtual Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const = 0;
   // Calls `each` with the id of every live object of plan.units[unit] (what a run that wants
   // every object verifies there); false when the source cannot tell. After MakePlan, on the
   // main thread while no unit is read (the coverage of slice runs counts a unit's objects per
@@ -171,6 +184,23 @@ class ObjectSource {
   // Whether this generation has archives the pass walks with the key (a keyless run then says
   // once that it did not check them).
   virtual bool HasArchives() const { return false; }
+};
+
+// A source whose units are files of an io::Env (every generation read from a file system,
+// local or through a remote Env): the second read and the unit's status go through that Env,
+// as the first read did. The Env outlives the source and is safe for concurrent use.
+class EnvUnitSource : public ObjectSource {
+ public:
+  explicit EnvUnitSource(const io::Env& env) : env_(env) {}
+  io::SecondRead ReadAgain(const engine::ReadUnit& unit, uint64_t offset, Bytes first,
+                           ByteBuffer& scratch) const override {
+    return io::ReadAgain(env_, unit.path, offset, first, scratch);
+  }
+  Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const override { return env_.Stat(unit.path); }
+  unsigned Connections() const override { return env_.Connections(); }
+
+ protected:
+  const io::Env& env_;
 };
 
 }  // namespace borgcheck::engine

@@ -16,7 +16,8 @@ const char* TypeName(mode_t m) {
   if (S_ISDIR(m)) return "directory";
   if (S_ISFIFO(m)) return "FIFO";
   if (S_ISSOCK(m)) return "socket";
-  if (S_ISCHR(m) || S_ISBLK(m)) return "device";
+  if (S_ISBLK(m)) return "block device";
+  if (S_ISCHR(m)) return "character device";
   if (S_ISLNK(m)) return "symlink";
   return "special file";
 }
@@ -120,6 +121,17 @@ class PosixEnv final : public Env {
   Result<FileStat> Stat(const std::string& path) const override {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+    return ToFileStat(st);
+  }
+
+  Result<FileStat> Lstat(const std::string& path) const override {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) return ErrnoStatus(path, errno);
+    return ToFileStat(st);
+  }
+
+ private:
+  static FileStat ToFileStat(const struct stat& st) {
     FileStat s;
     s.type = S_ISREG(st.st_mode) ? EntryType::kRegular : S_ISDIR(st.st_mode) ? EntryType::kDirectory : EntryType::kOther;
     s.size = uint64_t(st.st_size);
@@ -151,6 +163,12 @@ Result<std::string> Env::ReadWholeFile(const std::string& path, uint64_t max_siz
   Status s = (*f)->ReadAt(0, out.size(), reinterpret_cast<uint8_t*>(out.data()));
   if (!s.ok()) return Status(s.code(), path + ": " + s.message());
   return out;
+}
+
+std::string ErrorReason(const Status& s, const std::string& path) {
+  const std::string& m = s.message();
+  const std::string prefix = path + ": ";
+  return m.compare(0, prefix.size(), prefix) == 0 ? m.substr(prefix.size()) : m;
 }
 
 SecondRead ReadAgain(const Env& env, const std::string& path, uint64_t offset, Bytes first,

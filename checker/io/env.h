@@ -4,6 +4,8 @@
 // repository" is checkable here. Tests substitute a FaultEnv (fault_env.h) that fails opens or
 // reads, flips a bit on the Nth read only, slows reads down, or makes a file vanish.
 //
+// Every error message begins with the path and ": " (ErrorReason strips them).
+//
 // Errors, as the sources classify them:
 //   kNotFound        the path does not exist (ENOENT, ENOTDIR)
 //   kCorruptMetadata the path exists but is not a regular file (a directory, FIFO, socket or
@@ -50,7 +52,8 @@ struct FileStat {
   int64_t mtime_ns = 0;  // st_mtim, nanoseconds since the epoch
   uint64_t inode = 0;    // st_ino
   int64_t ctime_ns = 0;  // st_ctim: set by the kernel at every change; no copy or restore keeps it
-  const char* type_name = "";  // "regular file", "directory", "FIFO", "socket", "device", "symlink"
+  const char* type_name = "";  // "regular file", "directory", "FIFO", "socket", "block device",
+                               // "character device", "symlink"
 };
 
 class Env {
@@ -64,6 +67,12 @@ class Env {
   virtual Result<std::vector<DirEntry>> List(const std::string& dir) const = 0;
   // stat(2), following symlinks. kNotFound, kIoError.
   virtual Result<FileStat> Stat(const std::string& path) const = 0;
+  // lstat(2): a symbolic link is reported as one (type kOther, type_name "symlink").
+  virtual Result<FileStat> Lstat(const std::string& path) const = 0;
+  // How many units (files) may be read at once through this Env: 0 = no limit beyond the
+  // worker count (a local file system). A remote store answers the connections it holds, as
+  // restic's Backend.Connections(); the engine never reads more units at once.
+  virtual unsigned Connections() const { return 0; }
 
   // A whole small file (config, index, key file, manifest) into a string. Refuses files larger
   // than max_size with kCorruptMetadata before allocating (sizes from disk are untrusted).
@@ -72,6 +81,9 @@ class Env {
   // The real, read-only file system.
   static const Env& Default();
 };
+
+// A failed call's reason without the path it begins with ("Permission denied").
+std::string ErrorReason(const Status& s, const std::string& path);
 
 // What a second read of bytes that failed a check found (the one re-read policy: see
 // checker/engine/engine.h).

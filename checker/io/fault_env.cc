@@ -112,6 +112,14 @@ Result<FileStat> FaultEnv::Stat(const std::string& path) const {
   return base_.Stat(path);
 }
 
+Result<FileStat> FaultEnv::Lstat(const std::string& path) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (Vanished(path)) return Status(StatusCode::kNotFound, path + ": No such file or directory");
+  }
+  return base_.Lstat(path);
+}
+
 Status FaultEnv::AfterRead(const std::string& path, uint64_t offset, size_t n, uint8_t* dst) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = std::find_if(reads_.begin(), reads_.end(), [&](const auto& p) { return p.first == path; });

@@ -44,6 +44,10 @@ class FaultEnv final : public Env {
   Result<std::unique_ptr<File>> Open(const std::string& path) const override;
   Result<std::vector<DirEntry>> List(const std::string& dir) const override;
   Result<FileStat> Stat(const std::string& path) const override;
+  Result<FileStat> Lstat(const std::string& path) const override;
+  unsigned Connections() const override { return connections_; }
+  // Pretend to be a store that allows n units to be read at once (engine tests).
+  void SetConnections(unsigned n) { connections_ = n; }
 
  private:
   enum class Kind { kFailOpen, kFailRead, kFlip, kVanish };
@@ -68,6 +72,7 @@ class FaultEnv final : public Env {
 
   const Env& base_;
   std::chrono::microseconds delay_{0};  // const while in use
+  unsigned connections_ = 0;            // const while in use
   mutable std::mutex mu_;
   mutable std::vector<Rule> rules_;  // the rules are const while in use; their counters guarded by mu_
   mutable std::vector<std::pair<std::string, unsigned>> reads_;  // guarded by mu_

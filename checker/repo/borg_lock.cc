@@ -22,13 +22,11 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <utility>
 
 namespace borgcheck::repo {
-namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kLockDir = "lock.exclusive";
@@ -132,16 +130,17 @@ BorgLockEntry ParseEntry(std::string name) {
   return e;
 }
 
-std::string KindOf(const fs::file_status& st) {
-  switch (st.type()) {
-    case fs::file_type::regular: return "a regular file";
-    case fs::file_type::fifo: return "a FIFO";
-    case fs::file_type::socket: return "a socket";
-    case fs::file_type::block: return "a block device";
-    case fs::file_type::character: return "a character device";
-    case fs::file_type::not_found: return "a symbolic link to nothing";
-    default: return "not a directory";
+// What lock.exclusive is when it is not a directory (followed through links).
+std::string KindOf(const io::FileStat& st) {
+  const std::string_view t = st.type_name;
+  if (t == "regular file" || t == "FIFO" || t == "socket" || t == "block device" || t == "character device") {
+    return "a " + std::string(t);
   }
+  return "not a directory";
+}
+
+std::string LockDirPath(const std::string& repo_path) {
+  return repo_path.empty() || repo_path.back() == '/' ? repo_path + kLockDir : repo_path + "/" + kLockDir;
 }
 
 // The command name of a running process, for a message ("borg"); empty if unknown.
@@ -215,37 +214,29 @@ std::string DescribeLockOwner(std::string_view host, int64_t pid, LockOwnerState
          (local.id.empty() ? local.source : local.id) + ")";
 }
 
-BorgLockInspection InspectBorgLock(const std::string& repo_path, std::string_view local_host_id) {
+BorgLockInspection InspectBorgLock(const io::Env& env, const std::string& repo_path,
+                                   std::string_view local_host_id) {
   BorgLockInspection r;
-  const fs::path dir = fs::path(repo_path) / kLockDir;
-  std::error_code ec;
-  // A "not found" status is an answer, any other failure (EACCES on the repository) is not.
-  const auto failed = [&](const fs::file_status& st) {
-    if (st.type() != fs::file_type::none) return false;
+  const std::string dir = LockDirPath(repo_path);
+  // A "not found" is an answer, any other failure (EACCES on the repository) is not.
+  const auto unreadable = [&](const Status& st) {
     r.state = BorgLockState::kUnreadable;
-    r.error = ec.message();
-    return true;
+    r.error = io::ErrorReason(st, dir);
+    return r;
   };
-  const fs::file_status link = fs::symlink_status(dir, ec);
-  if (failed(link) || link.type() == fs::file_type::not_found) return r;
+  const Result<io::FileStat> link = env.Lstat(dir);
+  if (!link.ok()) return link.status().code() == StatusCode::kNotFound ? r : unreadable(link.status());
   // borg lists it through a symbolic link as well (os.listdir).
-  const fs::file_status st = fs::status(dir, ec);
-  if (failed(st)) return r;
-  if (!fs::is_directory(st)) {
+  const Result<io::FileStat> st = env.Stat(dir);
+  if (!st.ok() && st.status().code() != StatusCode::kNotFound) return unreadable(st.status());
+  if (!st.ok() || st->type != io::EntryType::kDirectory) {
     r.state = BorgLockState::kNotADirectory;
-    r.error = KindOf(st);
+    r.error = st.ok() ? KindOf(*st) : "a symbolic link to nothing";
     return r;
   }
-  fs::directory_iterator it(dir, ec);
-  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
-    r.entries.push_back(ParseEntry(it->path().filename().string()));
-  }
-  if (ec) {
-    r.state = BorgLockState::kUnreadable;
-    r.error = ec.message();
-    r.entries.clear();
-    return r;
-  }
+  Result<std::vector<io::DirEntry>> listed = env.List(dir);
+  if (!listed.ok()) return unreadable(listed.status());
+  for (const io::DirEntry& e : *listed) r.entries.push_back(ParseEntry(e.name));
   std::sort(r.entries.begin(), r.entries.end(),
             [](const BorgLockEntry& a, const BorgLockEntry& b) { return a.name < b.name; });
   bool alive = false, malformed = false, elsewhere = false;
@@ -266,15 +257,15 @@ BorgLockInspection InspectBorgLock(const std::string& repo_path, std::string_vie
   return r;
 }
 
-Status CheckBorgLock(const std::string& repo_path, bool bypass_lock,
+Status CheckBorgLock(const io::Env& env, const std::string& repo_path, bool bypass_lock,
                      std::vector<report::Finding>& warnings, const BorgHostId* host) {
-  std::error_code ec;
   // The common case: no lock, and no need to ask the resolver for this host's name.
-  if (fs::symlink_status(fs::path(repo_path) / kLockDir, ec).type() == fs::file_type::not_found) {
+  if (Result<io::FileStat> st = env.Lstat(LockDirPath(repo_path));
+      !st.ok() && st.status().code() == StatusCode::kNotFound) {
     return Status::Ok();
   }
   const BorgHostId local = host != nullptr ? *host : LocalBorgHostId();
-  const BorgLockInspection in = InspectBorgLock(repo_path, local.id);
+  const BorgLockInspection in = InspectBorgLock(env, repo_path, local.id);
   const std::string repo = "repository " + repo_path;
   const std::string break_lock = "`borg break-lock " + repo_path + "`";
   // The entry a message is about: the first that decided the state.

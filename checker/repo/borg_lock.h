@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "checker/base/status.h"
+#include "checker/io/env.h"
 #include "checker/report/finding.h"
 
 namespace borgcheck::repo {
@@ -91,7 +92,9 @@ struct BorgLockInspection {
 // Reads <repo>/lock.exclusive and judges every entry against `local_host_id` (empty: unknown).
 // lock.roster is not read: its shared entries are readers, which never write, and its exclusive
 // entry is only ever written while lock.exclusive is held.
-BorgLockInspection InspectBorgLock(const std::string& repo_path, std::string_view local_host_id);
+// Read through `env`, as every repository byte is (checker/io/env.h).
+BorgLockInspection InspectBorgLock(const io::Env& env, const std::string& repo_path,
+                                   std::string_view local_host_id);
 
 // What IdentifyRepository and IdentifyBorg2Repository do with the lock (docs/exit-codes.md):
 //   kNone            Ok
@@ -104,7 +107,7 @@ BorgLockInspection InspectBorgLock(const std::string& repo_path, std::string_vie
 //   kUnreadable      kIoError (exit 2); with bypass_lock: Ok
 // `host` is the local host id to judge by; nullptr computes LocalBorgHostId() (only when
 // lock.exclusive exists).
-Status CheckBorgLock(const std::string& repo_path, bool bypass_lock,
+Status CheckBorgLock(const io::Env& env, const std::string& repo_path, bool bypass_lock,
                      std::vector<report::Finding>& warnings, const BorgHostId* host = nullptr);
 
 // The clause of a message that says who owns a lock entry, e.g. "process 9138 on this host

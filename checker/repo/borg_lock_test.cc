@@ -14,6 +14,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "checker/io/fault_env.h"
+
 namespace borgcheck::repo {
 namespace {
 namespace fs = std::filesystem;
@@ -63,9 +65,9 @@ const std::string kBypass =
 
 TEST_CASE("borg lock: no lock.exclusive is no lock, and costs no host-id lookup", "[lock]") {
   TempRepo r;
-  CHECK(InspectBorgLock(r.path, kHere.id).state == BorgLockState::kNone);
+  CHECK(InspectBorgLock(io::Env::Default(), r.path, kHere.id).state == BorgLockState::kNone);
   std::vector<report::Finding> w;
-  CHECK(CheckBorgLock(r.path, false, w, nullptr).ok());
+  CHECK(CheckBorgLock(io::Env::Default(), r.path, false, w, nullptr).ok());
   CHECK(w.empty());
 }
 
@@ -74,7 +76,7 @@ TEST_CASE("borg lock: a live process of this host holds it (exit 73), --bypass-l
   const int64_t me = getpid();
   const std::string name = "testhost@1." + std::to_string(me) + "-0";
   r.Entry(name);
-  const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+  const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
   CHECK(in.state == BorgLockState::kHeld);
   REQUIRE(in.entries.size() == 1);
   CHECK(in.entries[0].parsed);
@@ -83,14 +85,14 @@ TEST_CASE("borg lock: a live process of this host holds it (exit 73), --bypass-l
   CHECK(in.entries[0].thread == 0);
   CHECK(in.entries[0].owner == LockOwnerState::kAlive);
   std::vector<report::Finding> w;
-  const Status s = CheckBorgLock(r.path, false, w, &kHere);
+  const Status s = CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere);
   CHECK(s.code() == StatusCode::kLockHeld);
   CHECK(s.message() == "repository " + r.path + " is locked by borg: lock.exclusive/" + name +
                            " names process " + std::to_string(me) + " (" + OwnComm() +
                            ") on this host (testhost@1), which is running: a backup, prune or "
                            "compact may be writing. Run again when it has finished, " + kBypass);
   CHECK(w.empty());
-  CHECK(CheckBorgLock(r.path, true, w, &kHere).ok());
+  CHECK(CheckBorgLock(io::Env::Default(), r.path, true, w, &kHere).ok());
   CHECK(w.empty());
   CHECK(fs::exists(r.lock() + "/" + name));  // never touched
 }
@@ -101,14 +103,14 @@ TEST_CASE("borg lock: a dead process of this host left a stale lock: checked, wi
   const int64_t dead = DeadPid();
   const std::string name = "testhost@1." + std::to_string(dead) + "-0";
   r.Entry(name);
-  const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+  const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
   CHECK(in.state == BorgLockState::kStale);
   REQUIRE(in.entries.size() == 1);
   CHECK(in.entries[0].owner == LockOwnerState::kDead);
   for (bool bypass : {false, true}) {
     INFO(bypass);
     std::vector<report::Finding> w;
-    REQUIRE(CheckBorgLock(r.path, bypass, w, &kHere).ok());
+    REQUIRE(CheckBorgLock(io::Env::Default(), r.path, bypass, w, &kHere).ok());
     REQUIRE(w.size() == 1);
     CHECK(w[0].severity == report::Severity::kWarning);
     CHECK(w[0].stage == report::Stage::kSegment);
@@ -130,9 +132,9 @@ TEST_CASE("borg lock: another host's lock is held (borg cannot tell either)", "[
   const int64_t dead = DeadPid();
   const std::string name = "otherhost@2." + std::to_string(dead) + "-0";  // dead here means nothing
   r.Entry(name);
-  CHECK(InspectBorgLock(r.path, kHere.id).state == BorgLockState::kHeldElsewhere);
+  CHECK(InspectBorgLock(io::Env::Default(), r.path, kHere.id).state == BorgLockState::kHeldElsewhere);
   std::vector<report::Finding> w;
-  const Status s = CheckBorgLock(r.path, false, w, &kHere);
+  const Status s = CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere);
   CHECK(s.code() == StatusCode::kLockHeld);
   CHECK(s.message() == "repository " + r.path + " is locked by borg: lock.exclusive/" + name +
                            " names process " + std::to_string(dead) +
@@ -141,14 +143,14 @@ TEST_CASE("borg lock: another host's lock is held (borg cannot tell either)", "[
                            "the lock counts as held. If no borg process on otherhost@2 uses the "
                            "repository, `borg break-lock " + r.path + "` removes it; " + kBypass);
   CHECK(w.empty());
-  CHECK(CheckBorgLock(r.path, true, w, &kHere).ok());
+  CHECK(CheckBorgLock(io::Env::Default(), r.path, true, w, &kHere).ok());
 
   SECTION("when this host's id is unknown, even a name like ours is another host's") {
     TempRepo r2;
     r2.Entry("testhost@1." + std::to_string(dead) + "-0");
     const BorgHostId unknown{"", "unknown: no hardware address"};
-    CHECK(InspectBorgLock(r2.path, unknown.id).state == BorgLockState::kHeldElsewhere);
-    const Status s2 = CheckBorgLock(r2.path, false, w, &unknown);
+    CHECK(InspectBorgLock(io::Env::Default(), r2.path, unknown.id).state == BorgLockState::kHeldElsewhere);
+    const Status s2 = CheckBorgLock(io::Env::Default(), r2.path, false, w, &unknown);
     CHECK(s2.code() == StatusCode::kLockHeld);
     CHECK(s2.message().find("names process " + std::to_string(dead) +
                             " on host testhost@1, not this one (this host is unknown: no "
@@ -160,13 +162,13 @@ TEST_CASE("borg lock: a non-zero thread is not judged (borg treats it as alive)"
   TempRepo r;
   const int64_t dead = DeadPid();
   r.Entry("testhost@1." + std::to_string(dead) + "-1f");
-  const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+  const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
   CHECK(in.state == BorgLockState::kHeld);
   REQUIRE(in.entries.size() == 1);
   CHECK(in.entries[0].thread == 0x1f);
   CHECK(in.entries[0].owner == LockOwnerState::kThread);
   std::vector<report::Finding> w;
-  const Status s = CheckBorgLock(r.path, false, w, &kHere);
+  const Status s = CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere);
   CHECK(s.code() == StatusCode::kLockHeld);
   CHECK(s.message().find("names process " + std::to_string(dead) +
                          " on this host (testhost@1) with a non-zero thread id, which borg does "
@@ -180,12 +182,12 @@ TEST_CASE("borg lock: names borg cannot have written are refused, as borg refuse
     INFO(junk);
     TempRepo r;
     r.Entry(junk);
-    const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+    const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
     CHECK(in.state == BorgLockState::kMalformed);
     REQUIRE(in.entries.size() == 1);
     CHECK_FALSE(in.entries[0].parsed);
     std::vector<report::Finding> w;
-    const Status s = CheckBorgLock(r.path, false, w, &kHere);
+    const Status s = CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere);
     CHECK(s.code() == StatusCode::kLockHeld);
     CHECK(s.message() == "repository " + r.path + " is locked by borg: lock.exclusive/" + junk +
                              " is not a borg lock entry (<host id>.<pid>-<thread>), so nobody can "
@@ -197,7 +199,7 @@ TEST_CASE("borg lock: names borg cannot have written are refused, as borg refuse
   // The largest pid_t and a host with dots and dashes of its own still parse.
   TempRepo r;
   r.Entry("my-host.example.org@5.2147483647-0");
-  const BorgLockInspection in = InspectBorgLock(r.path, "my-host.example.org@5");
+  const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, "my-host.example.org@5");
   REQUIRE(in.entries.size() == 1);
   CHECK(in.entries[0].parsed);
   CHECK(in.entries[0].host == "my-host.example.org@5");
@@ -222,14 +224,14 @@ TEST_CASE("borg lock: several entries, the live one decides, then junk, then ano
     TempRepo r;
     for (const std::string& n : c.names) r.Entry(n);
     INFO(c.names.size() << " entries, the last " << c.names.back());
-    CHECK(InspectBorgLock(r.path, kHere.id).state == c.state);
+    CHECK(InspectBorgLock(io::Env::Default(), r.path, kHere.id).state == c.state);
   }
   TempRepo r;
   r.Entry(stale);
   const std::string stale2 = "testhost@1." + std::to_string(DeadPid()) + "-0";
   r.Entry(stale2);
   std::vector<report::Finding> w;
-  REQUIRE(CheckBorgLock(r.path, false, w, &kHere).ok());
+  REQUIRE(CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere).ok());
   REQUIRE(w.size() == 2);  // one warning per stale entry, in name order
   CHECK(w[0].location == "lock.exclusive/" + std::min(stale, stale2));
   CHECK(w[1].location == "lock.exclusive/" + std::max(stale, stale2));
@@ -238,9 +240,9 @@ TEST_CASE("borg lock: several entries, the live one decides, then junk, then ano
 TEST_CASE("borg lock: an empty lock.exclusive is stale (borg takes it over)", "[lock]") {
   TempRepo r;
   fs::create_directory(r.lock());
-  CHECK(InspectBorgLock(r.path, kHere.id).state == BorgLockState::kStale);
+  CHECK(InspectBorgLock(io::Env::Default(), r.path, kHere.id).state == BorgLockState::kStale);
   std::vector<report::Finding> w;
-  REQUIRE(CheckBorgLock(r.path, false, w, &kHere).ok());
+  REQUIRE(CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere).ok());
   REQUIRE(w.size() == 1);
   CHECK(w[0].location == "lock.exclusive");
   CHECK(w[0].message ==
@@ -255,11 +257,11 @@ TEST_CASE("borg lock: lock.exclusive that is no directory is a warning, a loop i
   SECTION("a regular file") {
     TempRepo r;
     std::ofstream(r.lock()) << "x";
-    const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+    const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
     CHECK(in.state == BorgLockState::kNotADirectory);
     CHECK(in.error == "a regular file");
     std::vector<report::Finding> w;
-    REQUIRE(CheckBorgLock(r.path, false, w, &kHere).ok());
+    REQUIRE(CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere).ok());
     REQUIRE(w.size() == 1);
     CHECK(w[0].severity == report::Severity::kWarning);
     CHECK(w[0].location == "lock.exclusive");
@@ -271,14 +273,14 @@ TEST_CASE("borg lock: lock.exclusive that is no directory is a warning, a loop i
   SECTION("a FIFO (never opened)") {
     TempRepo r;
     REQUIRE(mkfifo(r.lock().c_str(), 0600) == 0);
-    const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+    const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
     CHECK(in.state == BorgLockState::kNotADirectory);
     CHECK(in.error == "a FIFO");
   }
   SECTION("a dangling symbolic link") {
     TempRepo r;
     fs::create_symlink(r.path + "/nowhere", r.lock());
-    const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+    const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
     CHECK(in.state == BorgLockState::kNotADirectory);
     CHECK(in.error == "a symbolic link to nothing");
   }
@@ -287,23 +289,36 @@ TEST_CASE("borg lock: lock.exclusive that is no directory is a warning, a loop i
     fs::create_directory(r.path + "/elsewhere");
     std::ofstream(r.path + "/elsewhere/testhost@1." + std::to_string(getpid()) + "-0").flush();
     fs::create_symlink(r.path + "/elsewhere", r.lock());
-    CHECK(InspectBorgLock(r.path, kHere.id).state == BorgLockState::kHeld);
+    CHECK(InspectBorgLock(io::Env::Default(), r.path, kHere.id).state == BorgLockState::kHeld);
   }
   SECTION("a symbolic link loop cannot be read: could not check (exit 2), --bypass-lock checks") {
     TempRepo r;
     fs::create_symlink(r.lock(), r.lock());
-    const BorgLockInspection in = InspectBorgLock(r.path, kHere.id);
+    const BorgLockInspection in = InspectBorgLock(io::Env::Default(), r.path, kHere.id);
     CHECK(in.state == BorgLockState::kUnreadable);
     CHECK(in.error == "Too many levels of symbolic links");
     std::vector<report::Finding> w;
-    const Status s = CheckBorgLock(r.path, false, w, &kHere);
+    const Status s = CheckBorgLock(io::Env::Default(), r.path, false, w, &kHere);
     CHECK(s.code() == StatusCode::kIoError);
     CHECK(s.message() == "repository " + r.path + ": cannot read its lock directory lock.exclusive "
                          "(Too many levels of symbolic links), so borgcheck cannot tell whether a "
                          "borg process holds it; fix the permissions, " + kBypass);
-    CHECK(CheckBorgLock(r.path, true, w, &kHere).ok());
+    CHECK(CheckBorgLock(io::Env::Default(), r.path, true, w, &kHere).ok());
     CHECK(w.empty());
   }
+}
+
+TEST_CASE("borg lock: read through the Env it is given, never around it", "[lock]") {
+  TempRepo r;
+  r.Entry("testhost@1." + std::to_string(getpid()) + "-0");
+  REQUIRE(InspectBorgLock(io::Env::Default(), r.path, kHere.id).state == BorgLockState::kHeld);
+  // An Env in which lock.exclusive is gone (as a remote store would answer): no lock.
+  io::FaultEnv gone;
+  gone.VanishAfterOpens("/lock.exclusive", 0);
+  CHECK(InspectBorgLock(gone, r.path, kHere.id).state == BorgLockState::kNone);
+  std::vector<report::Finding> w;
+  CHECK(CheckBorgLock(gone, r.path, false, w, &kHere).ok());
+  CHECK(w.empty());
 }
 
 TEST_CASE("borg lock: the owner rule is borg's process_alive", "[lock]") {

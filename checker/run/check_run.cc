@@ -37,7 +37,7 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
     return out;
   }
   for (const Generation& g : kGenerations) {
-    if (g.format == format->format) return schedule::RunScheduled(*g.make(options, env), options, progress, env);
+    if (g.format == format->format) return schedule::RunScheduled(*g.make(options, env), options, progress);
   }
   out.status = Status(StatusCode::kUnsupported,
                       "unsupported repository version " + std::to_string(format->version) + " at " +

@@ -432,15 +432,15 @@ double WallNow() {
 
 }  // namespace
 
-PartialRun::PartialRun(const CheckOptions& options, const io::Env& env, const ObjectSource& source)
-    : opts_(options), env_(env), slice_objects_(SliceCounterOf(source)), start_unix_(options.now_unix > 0 ? options.now_unix : WallNow()) {}
+PartialRun::PartialRun(const CheckOptions& options, const ObjectSource& source)
+    : opts_(options), source_(source), slice_objects_(SliceCounterOf(source)), start_unix_(options.now_unix > 0 ? options.now_unix : WallNow()) {}
 
 PartialRun::~PartialRun() = default;
 
 engine::CheckOutcome RunScheduled(ObjectSource& source, const CheckOptions& options,
-                                  const engine::ProgressCallback& progress, const io::Env& env) {
-  PartialRun schedule(options, env, source);
-  return engine::RunEngine(source, options, progress, env, schedule, schedule);
+                                  const engine::ProgressCallback& progress) {
+  PartialRun schedule(options, source);
+  return engine::RunEngine(source, options, progress, schedule, schedule);
 }
 
 double PartialRun::Now() const {
@@ -462,7 +462,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
       total_bytes_ += u.bytes;
       units_on_disk_++;
       if (use_state) {
-        if (Result<io::FileStat> st = env_.Stat(u.path); st.ok() && st->type == io::EntryType::kRegular) {
+        if (Result<io::FileStat> st = source_.StatUnit(u); st.ok() && st->type == io::EntryType::kRegular) {
           v.identity = UnitIdentity{st->size, st->mtime_ns, st->inode, st->ctime_ns};
         }
       }

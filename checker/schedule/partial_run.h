@@ -159,7 +159,7 @@ class StateRecorder {
 class PartialRun final : public engine::UnitSchedule, public engine::RunObserver {
  public:
   // `source` (for the coverage's slice counts, SliceCounterOf) must outlive the PartialRun.
-  PartialRun(const CheckOptions& options, const io::Env& env, const ObjectSource& source);
+  PartialRun(const CheckOptions& options, const ObjectSource& source);
   ~PartialRun();
 
   // After planning: opens the state (when options.state_dir is set), decides --min-interval,
@@ -230,7 +230,7 @@ class PartialRun final : public engine::UnitSchedule, public engine::RunObserver
   };
 
   const CheckOptions& opts_;
-  const io::Env& env_;
+  const ObjectSource& source_;  // outlives the run; StatUnit only, on the main thread
   const SliceCounter slice_objects_;
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
   const double start_unix_;
@@ -262,6 +262,6 @@ class PartialRun final : public engine::UnitSchedule, public engine::RunObserver
 // A run of `source` with its partial-run schedule and state (PartialRun): what run/ and the
 // tests call.
 engine::CheckOutcome RunScheduled(ObjectSource& source, const CheckOptions& options,
-                                  const engine::ProgressCallback& progress, const io::Env& env);
+                                  const engine::ProgressCallback& progress);
 
 }  // namespace borgcheck::schedule

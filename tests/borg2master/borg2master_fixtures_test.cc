@@ -826,6 +826,7 @@ class CompactOnOpenEnv final : public io::Env {
   }
   Result<std::vector<io::DirEntry>> List(const std::string& dir) const override { return io::Env::Default().List(dir); }
   Result<io::FileStat> Stat(const std::string& path) const override { return io::Env::Default().Stat(path); }
+  Result<io::FileStat> Lstat(const std::string& path) const override { return io::Env::Default().Lstat(path); }
   bool removed() const { return removed_.load(); }
 
  private:

@@ -121,7 +121,7 @@ Result<RepoConfig> IdentifyRepository(const io::Env& env, const std::string& pat
     }
     return Status(s.code(), path + ": " + s.message());
   }
-  if (Status s = CheckBorgLock(path, opts.bypass_lock, config->lock_findings); !s.ok()) return s;
+  if (Status s = CheckBorgLock(env, path, opts.bypass_lock, config->lock_findings); !s.ok()) return s;
   return config;
 }
 

@@ -43,10 +43,10 @@ struct Unit {
   size_t lo = 0, hi = 0;  // its live objects: plan_.live[lo, hi)
 };
 
-class Borg1Source final : public engine::ObjectSource {
+class Borg1Source final : public engine::EnvUnitSource {
  public:
   Borg1Source(const engine::CheckOptions& opts, const io::Env& env)
-      : opts_(opts), env_(env), verify_data_(opts.verify_data) {}
+      : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;
@@ -89,7 +89,6 @@ class Borg1Source final : public engine::ObjectSource {
   void CheckManifest(engine::FinishContext& ctx) const;
 
   const engine::CheckOptions& opts_;
-  const io::Env& env_;
   bool verify_data_;  // opts_.verify_data until FallBackToKeyless
 
   // const after LoadKey (read by the workers)

@@ -187,7 +187,7 @@ Result<Borg2Config> IdentifyBorg2Repository(const io::Env& env, const std::strin
   if (!text.ok()) return text.status();
   Result<Borg2Config> config = ParseBorg2Config(*text);
   if (!config.ok()) return Status(config.status().code(), path + ": " + config.status().message());
-  if (Status s = CheckBorgLock(path, bypass_lock, config->lock_findings); !s.ok()) return s;
+  if (Status s = CheckBorgLock(env, path, bypass_lock, config->lock_findings); !s.ok()) return s;
   return config;
 }
 

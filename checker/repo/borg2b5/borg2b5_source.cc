@@ -32,10 +32,10 @@ constexpr size_t kModeSamples = 16;  // objects besides the manifest asked for t
 
 bool IsPut(const Borg2Entry& e) { return e.tag == kB2TagPut || e.tag == kB2TagPut2; }
 
-class Borg2b5Source final : public engine::ObjectSource {
+class Borg2b5Source final : public engine::EnvUnitSource {
  public:
   Borg2b5Source(const engine::CheckOptions& opts, const io::Env& env)
-      : opts_(opts), env_(env), verify_data_(opts.verify_data) {}
+      : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;
@@ -69,7 +69,6 @@ class Borg2b5Source final : public engine::ObjectSource {
   void VerifyManifestTam(engine::FinishContext& ctx, const Borg2Segment& seg, const Borg2Entry& entry) const;
 
   const engine::CheckOptions& opts_;
-  const io::Env& env_;
   bool verify_data_;  // opts_.verify_data until FallBackToKeyless
 
   // const after LoadKey (read by the workers)

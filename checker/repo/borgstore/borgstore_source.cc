@@ -48,10 +48,10 @@ struct PackResult {
   size_t blobs = 0;
 };
 
-class BorgstoreSource final : public engine::ObjectSource {
+class BorgstoreSource final : public engine::EnvUnitSource {
  public:
   BorgstoreSource(const engine::CheckOptions& opts, const io::Env& env)
-      : opts_(opts), env_(env), verify_data_(opts.verify_data) {}
+      : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;
@@ -101,7 +101,6 @@ class BorgstoreSource final : public engine::ObjectSource {
   void VerifyManifest(report::FindingSink& sink, report::RunSummary& sum) const;
 
   const engine::CheckOptions& opts_;
-  const io::Env& env_;
   bool verify_data_;  // opts_.verify_data until FallBackToKeyless
 
   // const after LoadKey (read by the workers)
