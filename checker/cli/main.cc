@@ -82,6 +82,43 @@ bool SleepASecond() {
   return !borgcheck::PendingStopSignal();
 }
 
+// --help in at most kHelpWidth columns (a terminal, a man page): CLI11 prints each description
+// on one line, so this one wraps them at word boundaries (continuation lines are indented under
+// the description by CLI11), and leaves out the "Excludes:" tags (the error for a conflicting
+// pair names both options). The positional REPO is listed under "Repository:".
+class HelpFormatter final : public CLI::Formatter {
+ public:
+  static constexpr size_t kHelpWidth = 100;
+  static constexpr size_t kNameWidth = 30;
+  HelpFormatter() {
+    column_width(kNameWidth);
+    label("Positionals", "Repository");
+  }
+  std::string make_option_opts(const CLI::Option* opt) const override {
+    std::string s = CLI::Formatter::make_option_opts(opt);
+    if (size_t at = s.find(" " + get_label("Excludes") + ":"); at != std::string::npos) s.erase(at);
+    return s;
+  }
+  std::string make_option_desc(const CLI::Option* opt) const override {
+    const std::string text = CLI::Formatter::make_option_desc(opt);
+    const size_t room = kHelpWidth - kNameWidth;
+    std::string out, line;
+    size_t start = 0;
+    while (start <= text.size()) {
+      size_t end = text.find(' ', start);
+      if (end == std::string::npos) end = text.size();
+      const std::string word = text.substr(start, end - start);
+      if (!line.empty() && line.size() + 1 + word.size() > room) {
+        out += line + "\n";
+        line.clear();
+      }
+      line += line.empty() ? word : " " + word;
+      start = end + 1;
+    }
+    return out + line;
+  }
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -101,6 +138,7 @@ int main(int argc, char** argv) {
 
   // 1. Parse.
   CLI::App app(kDescription, "borgcheck");
+  app.formatter(std::make_shared<HelpFormatter>());
   cli::RawArgs raw;
   app.add_option("REPO", raw.repository, "repository path, or borg 1.x's REPO::ARCHIVE (default: -r, $BORG_REPO)");
   app.add_option("-r,--repo", raw.repo_option, "repository path (as borg 2's -r)");
@@ -172,6 +210,12 @@ int main(int argc, char** argv) {
   });
 
   std::vector<std::string> args = cli::NormalizeArgs(argc, argv);
+  if (Status split = cli::CheckSplitDurations(args); !split.ok()) {
+    const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
+    std::unique_ptr<report::Reporter> r = json ? report::MakeJsonReporter(out) : report::MakeTextReporter(out, err, {});
+    r->PrintError(split, report::kExitCouldNotRun);
+    return report::kExitCouldNotRun;
+  }
   std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 takes them last-first
   try {
     app.parse(reversed);

@@ -1,10 +1,13 @@
 #include "checker/cli/partial_args.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <random>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -150,6 +153,41 @@ Result<double> ParseDuration(const std::string& s, const std::string& flag) {
                : rest == "w" ? 7 * 86400 : -1;
   if (mul < 0 || !(v > 0) || v * mul > 100.0 * 365 * 86400) return bad;
   return v * mul;
+}
+
+Status CheckSplitDurations(const std::vector<std::string>& args) {
+  static const char* const kDurationFlags[] = {"--max-duration", "--max-age", "--min-interval"};
+  static const std::pair<const char*, char> kUnitWords[] = {
+      {"s", 's'}, {"sec", 's'}, {"secs", 's'}, {"second", 's'}, {"seconds", 's'}, {"m", 'm'}, {"min", 'm'},
+      {"mins", 'm'}, {"minute", 'm'}, {"minutes", 'm'}, {"h", 'h'}, {"hr", 'h'}, {"hrs", 'h'}, {"hour", 'h'},
+      {"hours", 'h'}, {"d", 'd'}, {"day", 'd'}, {"days", 'd'}, {"w", 'w'}, {"week", 'w'}, {"weeks", 'w'}};
+  const auto number = [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("0123456789.") == std::string::npos && std::isdigit(uint8_t(s[0]));
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    for (const char* flag : kDurationFlags) {
+      std::string value;
+      size_t unit_at;
+      if (args[i] == flag && i + 2 < args.size()) {
+        value = args[i + 1];
+        unit_at = i + 2;
+      } else if (args[i].rfind(std::string(flag) + "=", 0) == 0 && i + 1 < args.size()) {
+        value = args[i].substr(std::strlen(flag) + 1);
+        unit_at = i + 1;
+      } else {
+        continue;
+      }
+      if (!number(value)) continue;
+      std::string word = args[unit_at];
+      for (char& c : word) c = char(std::tolower(uint8_t(c)));
+      for (const auto& [name, unit] : kUnitWords) {
+        if (word != name) continue;
+        return Invalid(std::string(flag) + " takes one word: write '" + value + " " + args[unit_at] + "' as " + value +
+                       unit + " (a number and s, m, h, d or w, without a space)");
+      }
+    }
+  }
+  return Status::Ok();
 }
 
 Status ApplyPartialArgs(const PartialRaw& raw, run::CheckOptions& o, std::vector<std::string>& hook_notes,

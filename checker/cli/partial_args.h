@@ -50,6 +50,10 @@ Result<SampleChoice> ParseSample(const std::string& s);
 
 // Seconds: N with s, m, h, d or w (fractions allowed: 1.5h), or plain seconds.
 Result<double> ParseDuration(const std::string& s, const std::string& flag);
+// A duration written as two words (`--max-duration 2 hours`, `--max-age=30 days`): CLI11 would
+// take the unit word as the repository. Checked on the arguments before they are parsed; Ok
+// when there is none, else kInvalidArgument saying how to write it.
+Status CheckSplitDurations(const std::vector<std::string>& args);
 
 int DaysInMonth(int year, int month);
 int IsoWeekday(const LocalDate& d);  // Monday 1 .. Sunday 7

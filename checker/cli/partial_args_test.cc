@@ -62,6 +62,24 @@ TEST_CASE("sample: a share or a size") {
   }
 }
 
+TEST_CASE("a duration written as two words is refused with how to write it") {
+  using V = std::vector<std::string>;
+  CHECK(CheckSplitDurations(V{"--max-duration", "2h", "/repo"}).ok());
+  CHECK(CheckSplitDurations(V{"--max-duration", "2", "/repo"}).ok());       // seconds, then the repository
+  CHECK(CheckSplitDurations(V{"--max-duration", "2h", "hours"}).ok());      // a repository named "hours"
+  CHECK(CheckSplitDurations(V{"--threads", "2", "hours"}).ok());            // not a duration flag
+  CHECK(CheckSplitDurations(V{"--max-duration"}).ok());
+  CHECK(CheckSplitDurations(V{"--max-duration", "2"}).ok());
+  const Status s = CheckSplitDurations(V{"-v", "--max-duration", "2", "hours", "/repo"});
+  CHECK(s.code() == StatusCode::kInvalidArgument);
+  CHECK(s.message() == "--max-duration takes one word: write '2 hours' as 2h (a number and s, m, h, d or w, "
+                       "without a space)");
+  CHECK(CheckSplitDurations(V{"--max-age=30", "DAYS"}).message() ==
+        "--max-age takes one word: write '30 DAYS' as 30d (a number and s, m, h, d or w, without a space)");
+  CHECK(CheckSplitDurations(V{"--min-interval", "90", "min"}).message() ==
+        "--min-interval takes one word: write '90 min' as 90m (a number and s, m, h, d or w, without a space)");
+}
+
 TEST_CASE("durations") {
   CHECK(*ParseDuration("2h", "--max-duration") == 7200);
   CHECK(*ParseDuration("90m", "--max-duration") == 5400);

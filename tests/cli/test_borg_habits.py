@@ -4,6 +4,7 @@ selections (--archives-only, -a/--match-archives/--glob-archives, --first, --las
 walked with --verify-data, refused without), and the systemd credential as a passphrase source.
 """
 
+import json
 import os
 import re
 import shutil
@@ -47,6 +48,26 @@ class Repository(CliTestCase):
         self.assertEqual(self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN),
                          "borgcheck: borgcheck has no subcommands: 'check' before -r %s is borg's habit; run borgcheck "
                          "-r %s (or borgcheck %s), with the options of borg check" % ((self.repo,) * 3))
+
+    def test_a_duration_in_two_words_says_how_to_write_it(self):
+        # `--max-duration 2 hours R` would take "hours" as the repository and complain about R.
+        for args, word in ((["--max-duration", "2", "hours", self.repo], "'2 hours' as 2h"),
+                           (["--max-duration", "2", "hours"], "'2 hours' as 2h"),
+                           (["--max-age=30", "Days", self.repo], "'30 Days' as 30d"),
+                           (["--min-interval", "1.5", "w", self.repo], "'1.5 w' as 1.5w")):
+            with self.subTest(args=args):
+                flag = args[0].split("=")[0]
+                r = self.run_borgcheck(args)
+                self.assertEqual(self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN),
+                                 "borgcheck: %s takes one word: write %s (a number and s, m, h, d or w, "
+                                 "without a space)" % (flag, word))
+        r = self.run_borgcheck(["--json", "--max-duration", "2", "hours", self.repo])
+        self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
+        self.assertEqual(json.loads(r.stdout)["message"], "--max-duration takes one word: write '2 hours' as 2h "
+                         "(a number and s, m, h, d or w, without a space)")
+        # A repository that is only named like a unit is still a repository.
+        r = self.run_borgcheck(["--max-duration", "2h", "hours"])
+        self.assert_rc(r, cs.EXIT_NO_REPO)
 
     def test_repository_given_twice_exits_2(self):
         r = self.run_borgcheck(["-r", self.repo, self.repo])

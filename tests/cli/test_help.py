@@ -43,6 +43,19 @@ class VersionAndHelp(CliTestCase):
                 self.assertIn("\nUsage: borgcheck [OPTIONS] [REPO]\n", r.stdout)
 
 
+    def test_help_fits_100_columns_with_no_cli11_headings(self):
+        r = self.run_borgcheck(["--help"])
+        self.assert_rc(r, 0)
+        wide = [line for line in r.stdout.splitlines() if len(line) > 100]
+        self.assertEqual(wide, [], "--help lines wider than 100 columns")
+        self.assertNotIn("Positionals:", r.stdout)
+        self.assertNotIn("Excludes:", r.stdout)
+        self.assertIn("\nRepository:\n  REPO TEXT ", r.stdout)
+        # A wrapped description goes on under its column.
+        self.assertIn("  --verify-data               authenticate, decrypt, decompress and re-hash every live object (needs\n"
+                      "                              the key)\n", r.stdout)
+
+
 class DocsMatchHelp(CliTestCase):
     def setUp(self):
         super().setUp()
