@@ -215,8 +215,10 @@ SelectedArchives SelectArchives(const std::vector<ManifestArchive>& all, const A
   }
   const Style fallback = generation == Generation::kBorg1 ? Style::kShell : Style::kIdentical;
   for (size_t i = 0; i < all.size(); ++i) idx.push_back(i);
-  for (const std::string& p : sel.patterns) {
-    std::optional<Matcher> m = Matcher::Make(Parse(p, fallback), nullptr);
+  for (size_t n = 0; n < sel.patterns.size(); ++n) {
+    const std::string& p = sel.patterns[n];
+    const Parsed parsed = Parse(p, fallback);
+    std::optional<Matcher> m = Matcher::Make(parsed, nullptr);
     if (!m) {
       out.warnings.push_back("-a '" + p + "' is not a valid pattern: no archive was checked");
       idx.clear();
@@ -231,7 +233,22 @@ SelectedArchives SelectArchives(const std::vector<ManifestArchive>& all, const A
                              " archive ids (it must match exactly one, as in borg): no archive was checked");
       kept.clear();
     } else if (kept.empty()) {
-      out.warnings.push_back("-a '" + p + "' matches no archive: no archive was checked");
+      // Why, where a borg habit explains it: patterns given together must all match (borg 2's
+      // rule; borg 1.x's --glob-archives takes one), and borg 2 reads a pattern without a prefix
+      // as the exact name, where borg 1.x read it as a shell pattern.
+      std::string why;
+      if (n > 0 && idx.size() < all.size()) {
+        bool alone = false;
+        for (const ManifestArchive& a : all) alone |= m->Matches(a);
+        if (alone) why = " of those the -a before it kept (an archive must match every -a given)";
+      }
+      const bool glob = p.find_first_of("*?[") != std::string::npos;
+      if (why.empty() && generation != Generation::kBorg1 && parsed.body == p && parsed.style == Style::kIdentical &&
+          glob) {
+        why = " (borg 2 matches a pattern without a prefix as the exact name: write sh:" + p +
+              " for a shell pattern)";
+      }
+      out.warnings.push_back("-a '" + p + "' matches no archive" + why + ": no archive was checked");
     }
     idx = std::move(kept);
   }

@@ -98,6 +98,18 @@ TEST_CASE("archive selection: --first and --last count after the patterns, by ti
 TEST_CASE("archive selection: what matches nothing is said, and selects nothing") {
   CHECK(Select({"sh:nope-*"}).warnings == std::vector<std::string>{"-a 'sh:nope-*' matches no archive: no archive "
                                                                    "was checked"});
+  // borg 2 reads an unprefixed pattern as the name (borg 1.x as a shell pattern): a glob says so.
+  CHECK(Select({"host-*"}).warnings ==
+        std::vector<std::string>{"-a 'host-*' matches no archive (borg 2 matches a pattern without a prefix as the "
+                                 "exact name: write sh:host-* for a shell pattern): no archive was checked"});
+  CHECK(Select({"host-*"}, 0, 0, Generation::kBorg1).warnings.empty());
+  CHECK(Select({"nope"}).warnings == std::vector<std::string>{"-a 'nope' matches no archive: no archive was checked"});
+  // Patterns given together must all match: one that matches alone says so.
+  CHECK(Select({"sh:host-*", "sh:other/*"}).warnings ==
+        std::vector<std::string>{"-a 'sh:other/*' matches no archive of those the -a before it kept (an archive must "
+                                 "match every -a given): no archive was checked"});
+  CHECK(Select({"sh:host-*", "sh:nope"}).warnings ==
+        std::vector<std::string>{"-a 'sh:nope' matches no archive: no archive was checked"});
   const SelectedArchives aid = Select({"aid:2"});  // 0x20 and 0x21: two archives
   CHECK(aid.chosen.empty());
   CHECK(aid.warnings == std::vector<std::string>{"-a 'aid:2' matches 2 archive ids (it must match exactly one, as "
