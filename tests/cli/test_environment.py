@@ -164,6 +164,17 @@ class KeyFiles(CliTestCase):
         r = self.verify({"BORG_KEY_FILE": os.path.join(self.keys, "keyfile.key"), "BORG_KEYS_DIR": self.empty})
         self.assert_clean(r)
 
+    def test_the_key_used_is_named_in_the_notes(self):
+        # borg 1.x too says which key it used (-v prints the notes; JSON carries them).
+        key = os.path.join(self.keys, "keyfile.key")
+        r = self.verify({"BORG_KEY_FILE": key, "BORG_KEYS_DIR": self.empty})
+        self.assert_clean(r)
+        self.assertEqual(self.json_records(r)[-1]["notes"], ["key: " + key])
+        r = self.run_borgcheck(["--verify-data", "-v", self.repo],
+                               {"BORG_KEYS_DIR": self.keys, "BORG_PASSPHRASE": cs.PASSPHRASE})
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertIn("note: key: " + os.path.join(self.keys, "keyfile.key") + "\n", r.stdout)
+
     def test_borg_key_file_relative_to_working_directory(self):
         rel = os.path.relpath(os.path.join(self.keys, "keyfile.key"), self.cwd)
         r = self.verify({"BORG_KEY_FILE": rel, "BORG_KEYS_DIR": self.empty})

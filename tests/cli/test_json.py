@@ -264,7 +264,7 @@ class Records(JsonTestCase):
              "objects_verified": 101, "stored_bytes": 266859, "plaintext_bytes": 284697, "bytes_read": 276462,
              "errors": 1, "io_errors": 0, "warnings": 0, "findings_by_stage": no_stages(authentication=1),
              "threads": 4,
-             "notes": [], "archives_total": 7, "archives_checked": 7, "archives_not_checked": None, "verdict": "integrity-errors",
+             "notes": ["key: config"], "archives_total": 7, "archives_checked": 7, "archives_not_checked": None, "verdict": "integrity-errors",
              "bytes_total": 276462, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "sample_fraction": None, "sample_seed": None,
              "units_total": 30, "units_not_due": 0,
              "coverage": {"max_age_s": None, "ratio": 1.0, "state_file": None, "units_never_verified": 0,

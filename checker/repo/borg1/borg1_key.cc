@@ -10,7 +10,7 @@
 namespace borgcheck::repo {
 
 Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& repo_path, const RepoConfig& config,
-                                         crypto::KeyMode mode) {
+                                         crypto::KeyMode mode, std::string* used) {
   Result<keys::KeyText> located = keys::LocateKey(env, repo_path, config.id_hex, {keys::KeysDirectory()},
                                                   crypto::KeyInKeyFile(mode), config.key_base64,
                                                   crypto::KeyModeName(mode));
@@ -36,6 +36,7 @@ Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& 
   options.repository = repo_path;
   Result<size_t> won = keys::Unlock({candidate}, options);
   if (!won.ok()) return won.status();
+  if (used != nullptr) *used = where;
   return std::move(*material);
 }
 

@@ -17,8 +17,9 @@ namespace borgcheck::repo {
 
 // kKeyNotFound (no key file for this repository), kKeyFileInvalid, kKeyFileMismatch,
 // kRepoKeyNotFound, kWrongPassphrase, kNoPassphrase, kPasscommandFailed,
-// kPasswordRetriesExceeded, kCorruptMetadata (a malformed key blob).
+// kPasswordRetriesExceeded, kCorruptMetadata (a malformed key blob). `used` (if given) is set
+// to where the key came from: "config" or the key file's path.
 Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& repo_path, const RepoConfig& config,
-                                         crypto::KeyMode mode);
+                                         crypto::KeyMode mode, std::string* used = nullptr);
 
 }  // namespace borgcheck::repo

@@ -217,8 +217,10 @@ Status Borg1Source::LoadKey(engine::Plan& plan) {
   }
   mode_ = *mode;
   if (!crypto::NeedsKey(mode_)) return Status::Ok();
-  Result<crypto::KeyMaterial> key = LoadBorg1Key(env_, plan_.path, config_, mode_);
+  std::string where;
+  Result<crypto::KeyMaterial> key = LoadBorg1Key(env_, plan_.path, config_, mode_, &where);
   if (!key.ok()) return key.status();
+  plan.notes.push_back("key: " + where);  // as every generation says which key it used
   key_ = std::move(key).value();
   if (key_->repository_id != config_.id) {  // a repokey of another id (keys/key_identity.h)
     plan.findings.push_back(MakeFinding(Severity::kWarning, Stage::kKey, Location::None(), nullptr,
