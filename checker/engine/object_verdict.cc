@@ -24,6 +24,7 @@ std::optional<ObjectVerdict> VerdictOf(const report::Finding& f) {
     // The repository's records, not an object's content.
     case Stage::kIndex:
     case Stage::kSegment:
+    case Stage::kLock:
     // The archive pass's own findings (it makes them from these verdicts).
     case Stage::kReference:
     case Stage::kArchive:

@@ -35,7 +35,7 @@ TEST_CASE("object verdicts: each stage's meaning for the archives, decided once"
       {Stage::kMissing, ObjectVerdict::kMissing},     {Stage::kIo, ObjectVerdict::kUnreadable},
       {Stage::kIndex, std::nullopt},                  {Stage::kSegment, std::nullopt},
       {Stage::kReference, std::nullopt},              {Stage::kArchive, std::nullopt},
-      {Stage::kKey, std::nullopt},
+      {Stage::kKey, std::nullopt},                    {Stage::kLock, std::nullopt},
   };
   STATIC_REQUIRE(sizeof(cases) / sizeof(cases[0]) == report::kStageCount);
   for (const Case& c : cases) {

@@ -154,7 +154,7 @@ std::string ProcessName(int64_t pid) {
 report::Finding LockWarning(std::string location, std::string message) {
   report::Finding f;
   f.severity = report::Severity::kWarning;
-  f.stage = report::Stage::kSegment;
+  f.stage = report::Stage::kLock;
   f.location = std::move(location);
   f.message = std::move(message);
   return f;

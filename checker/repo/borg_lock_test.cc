@@ -113,7 +113,7 @@ TEST_CASE("borg lock: a dead process of this host left a stale lock: checked, wi
     REQUIRE(CheckBorgLock(io::Env::Default(), r.path, bypass, w, &kHere).ok());
     REQUIRE(w.size() == 1);
     CHECK(w[0].severity == report::Severity::kWarning);
-    CHECK(w[0].stage == report::Stage::kSegment);
+    CHECK(w[0].stage == report::Stage::kLock);
     CHECK(w[0].location == "lock.exclusive/" + name);
     CHECK_FALSE(w[0].segment.has_value());
     CHECK_FALSE(w[0].chunk_id.has_value());

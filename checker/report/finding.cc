@@ -19,6 +19,7 @@ std::string_view StageName(Stage s) {
     case Stage::kTruncated: return "truncated";
     case Stage::kIndex: return "index";
     case Stage::kSegment: return "segment";
+    case Stage::kLock: return "lock";
     case Stage::kReference: return "reference";
     case Stage::kArchive: return "archive";
     case Stage::kIo: return "io";

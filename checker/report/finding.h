@@ -43,8 +43,12 @@ enum class Stage {
   kKey,             // "key": the key could not be loaded (no key, wrong passphrase, mode not
                     // known), reported when the keyless check found damage; or the key does
                     // not match the repository's config (its repository id)
+  // Appended (the order above is unchanged):
+  kLock,            // "lock": borg's lock, read and never taken: a stale lock of a process that
+                    // is gone, a lock that is no directory or no JSON record (warnings: the
+                    // repository was checked, but borg fails on it until it is removed)
 };
-inline constexpr int kStageCount = 13;
+inline constexpr int kStageCount = 14;
 std::string_view StageName(Stage s);
 
 enum class Severity { kWarning, kError };

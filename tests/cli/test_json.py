@@ -31,7 +31,7 @@ PROGRESS_KEYS = {"type", "bytes_done", "bytes_total", "objects_done", "objects_t
                  "eta_s", "elapsed_s", "final"}
 KEYS = {"finding": FINDING_KEYS, "summary": SUMMARY_KEYS, "error": ERROR_KEYS, "progress": PROGRESS_KEYS}
 STAGES = ["entry-crc", "envelope", "authentication", "decompression", "id-hash", "missing", "truncated",
-          "index", "segment", "reference", "archive", "io", "key"]
+          "index", "segment", "reference", "archive", "io", "key", "lock"]
 VERDICTS = {0: "ok", 1: "warnings", 90: "integrity-errors", 2: "could-not-run",  # 2: the state was not saved
             129: "interrupted", 130: "interrupted", 143: "interrupted"}  # a signal: the findings so far
 ERROR_CODES = {"invalid-argument", "repository-not-found", "not-a-repository", "unsupported", "invalid-repository-config", "wrong-passphrase",

@@ -33,7 +33,7 @@ CHECK_METRICS = ["borgcheck_verify_data", "borgcheck_objects", "borgcheck_object
                  "borgcheck_verified_bytes", "borgcheck_read_bytes", "borgcheck_errors", "borgcheck_warnings",
                  "borgcheck_findings"]
 STAGES = ["entry-crc", "envelope", "authentication", "decompression", "id-hash", "missing", "truncated",
-          "index", "segment", "reference", "archive", "io", "key"]
+          "index", "segment", "reference", "archive", "io", "key", "lock"]
 SAMPLE = re.compile(r'^(borgcheck_[a-z_]+)\{([^}]*)\} (\S+)$')
 
 

@@ -218,7 +218,7 @@ class LockScenarios:
         findings = [r for r in recs if r["type"] == "finding"]
         self.assertEqual(len(findings), 1, findings)
         f = findings[0]
-        self.assertEqual((f["severity"], f["stage"]), ("warning", "segment"))
+        self.assertEqual((f["severity"], f["stage"]), ("warning", "lock"))
         self.assertEqual(f["location"], "[lock.exclusive/%s]" % name)
         self.assertIsNone(f.get("chunk_id"))
         self.assertEqual(

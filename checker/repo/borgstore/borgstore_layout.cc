@@ -88,7 +88,7 @@ Status CheckLocks(const io::Env& env, const std::string& dir, const LayoutOption
     }
     if (!parsed) {
       layout.findings.push_back(LayoutFinding(
-          Severity::kWarning, Stage::kSegment, "locks/" + name,
+          Severity::kWarning, Stage::kLock, "locks/" + name,
           "not a JSON lock record: borg fails on every command while this file is in locks/"));
       continue;
     }
@@ -119,7 +119,7 @@ Status CheckLocks(const io::Env& env, const std::string& dir, const LayoutOption
     const std::string why = old ? "older than 30 minutes" : "its process is not running";
     if (exclusive && !live) {
       layout.findings.push_back(LayoutFinding(
-          Severity::kWarning, Stage::kSegment, "locks/" + name,
+          Severity::kWarning, Stage::kLock, "locks/" + name,
           "stale lock: locks/" + name + " is an exclusive lock of " + held_by +
               (old ? ", older than 30 minutes" : "") + " (a borg process was killed or crashed while it held the lock). The repository was "
               "checked anyway. borg deletes a stale lock itself on its next command, or `borg "

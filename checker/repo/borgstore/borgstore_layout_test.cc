@@ -265,6 +265,7 @@ TEST_CASE("borgstore: layout problems are findings, live locks refuse", "[borgst
     CHECK(stale->notes.empty());
     REQUIRE(stale->findings.size() == 1);
     CHECK(stale->findings[0].severity == report::Severity::kWarning);
+    CHECK(stale->findings[0].stage == report::Stage::kLock);
     CHECK(stale->findings[0].location == "locks/" + key);
     CHECK(stale->findings[0].message ==
           "stale lock: locks/" + key + " is an exclusive lock of process 1 on host vm@1, not this "
