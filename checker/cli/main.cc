@@ -18,6 +18,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <optional>
 #include <string_view>
 #include <unistd.h>
 
@@ -291,8 +292,19 @@ int main(int argc, char** argv) {
   // --lock-wait: every source checks borg's lock right after reading the config, before the
   // index, the segments or packs, the state or a passphrase, so waiting is trying again once a
   // second (the sleep ends at a stop signal) until the lock is gone or the time is up.
+  // The text output says that it waits, for whom, and when the wait ended (-q: nothing).
+  const bool tell_wait = !opts.check.json && opts.verbosity != report::Verbosity::kQuiet;
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;
   while (outcome.status.code() == StatusCode::kLockHeld && !outcome.stop_signal &&
          std::chrono::steady_clock::now() - started < std::chrono::seconds(opts.check.lock_wait_seconds)) {
+    if (!waiting_since) {
+      waiting_since = std::chrono::steady_clock::now();
+      if (tell_wait) {
+        err.Write(fmt::format("borgcheck: waiting up to {} s (--lock-wait) for borg's lock to be released: {}\n",
+                              opts.check.lock_wait_seconds, EscapeText(outcome.status.message())));
+        err.Flush();
+      }
+    }
     if (!SleepASecond()) {
       outcome.stop_signal = PendingStopSignal();
       outcome.status = Status(StatusCode::kInterrupted,
@@ -300,6 +312,10 @@ int main(int argc, char** argv) {
       break;
     }
     outcome = run::RunCheck(opts.check, progress, env);
+  }
+  if (waiting_since && tell_wait && outcome.status.code() != StatusCode::kLockHeld && !outcome.stop_signal) {
+    err.Write(fmt::format("borgcheck: borg's lock was released after {:.0f} s\n",
+                          std::chrono::duration<double>(std::chrono::steady_clock::now() - *waiting_since).count()));
   }
   const double finished_at = UnixNow();
   const double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
@@ -345,7 +361,10 @@ int main(int argc, char** argv) {
     outcome.summary.finished_at = finished_at;
     state_notes(outcome.summary);
     // A state that could not be saved: the check is valid, but the rotation did not advance.
-    if (!outcome.state_status.ok() && rc != report::kExitIntegrityErrors) rc = report::kExitCouldNotRun;
+    if (!outcome.state_status.ok() && rc != report::kExitIntegrityErrors) {
+      rc = report::kExitCouldNotRun;
+      outcome.summary.state_not_saved = true;
+    }
     reporter->PrintFindings(outcome.findings);
     reporter->PrintSummary(outcome.summary, rc);
   }

@@ -67,6 +67,8 @@ class ArchivePass {
 
   // Whether the object pass verifies only what the selected archives reference.
   bool restricts_objects() const { return restricts_; }
+  // Whether Finish walks archives (after Start: a verify-data run whose archives can be read).
+  bool walks() const { return active_; }
   // 2. When restricts_objects(): walk, then want only the referenced ids in `filter` and set
   // `plan.objects_total` to their number. kInternal if the walk threw (out of memory);
   // kInvalidArgument (exit 2) when REPO::ARCHIVE names an archive the manifest does not list:

@@ -120,7 +120,8 @@ class ProgressReporter {
   }
   ProgressReporter(const ProgressReporter&) = delete;
   ProgressReporter& operator=(const ProgressReporter&) = delete;
-  ~ProgressReporter() { Stop(); }
+  // A run that ends early (a signal, an internal error) still sends its final record.
+  ~ProgressReporter() { Finish(); }
 
   void Finish() {
     if (!thread_.joinable()) return;
@@ -521,8 +522,10 @@ CheckOutcome Engine::Run() {
 
   // 4-6. Read and verify.
   phases_.Next("read+verify");
+  std::atomic<bool> walking_archives{false};
   ProgressReporter progress(progress_, [&] {
     report::Progress p;
+    if (walking_archives.load(std::memory_order_relaxed)) p.phase = "archives";
     p.bytes_done = std::min(bytes_done_.load(std::memory_order_relaxed), total_bytes);
     p.bytes_total = total_bytes;
     p.objects_done = objects_done_.load(std::memory_order_relaxed);
@@ -547,7 +550,6 @@ CheckOutcome Engine::Run() {
   } catch (...) {  // a task may throw anything: it must not escape the run (std::terminate)
     stop_after("an exception that is not a std::exception");
   }
-  progress.Finish();
   pool_.reset();
   observer_.ReadingEnded();
 
@@ -591,6 +593,7 @@ CheckOutcome Engine::Run() {
   }
   out.findings = sink_.Sorted();
   phases_.Next("archive pass");
+  walking_archives.store(archives_.walks(), std::memory_order_relaxed);  // progress goes on: the archives
   archives_.Finish(out.findings, ObjectVerdicts::Of(out.findings), sum);  // walk, affected uses, archive findings, orphans
   if (int sig = PendingStopSignal()) {
     SetInterrupted(out, sig);

@@ -211,6 +211,7 @@ class JsonReporter final : public Reporter {
           {"rate_bytes_per_s", rate},
           {"eta_s", Optional(eta)},
           {"elapsed_s", p.elapsed_s},
+          {"phase", p.phase},
           {"final", final}});
   }
 
@@ -237,6 +238,7 @@ std::string VerdictName(int exit_code) {
 
 std::string VerdictName(const RunSummary& s, int exit_code) {
   if (exit_code == kExitCouldNotRun && s.io_errors) return "could-not-check";
+  if (exit_code == kExitCouldNotRun && s.state_not_saved) return "state-not-saved";
   return VerdictName(exit_code);
 }
 

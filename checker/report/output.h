@@ -40,6 +40,9 @@ namespace borgcheck::report {
 struct Progress {
   uint64_t bytes_done = 0, bytes_total = 0, objects_done = 0, objects_total = 0;
   double elapsed_s = 0;
+  // The phase: "read" (objects are read and verified) or "archives" (the objects are done and
+  // the archive pass walks the archives; the clock keeps running).
+  const char* phase = "read";
 };
 
 class Reporter {
@@ -72,7 +75,8 @@ std::unique_ptr<Reporter> MakeTextReporter(OutputStream& out, OutputStream& err,
 std::unique_ptr<Reporter> MakeJsonReporter(OutputStream& out);
 
 std::string VerdictName(int exit_code);  // "ok", "warnings", "integrity-errors", "could-not-run"
-// The verdict of a run's summary: as above, but "could-not-check" for exit 2 after io findings
+// The verdict of a run's summary: as above, but "could-not-check" for exit 2 after io findings,
+// and "state-not-saved" for exit 2 of a check that finished but could not save its state
 // (the run finished, some file could not be read, nothing was found damaged).
 std::string VerdictName(const RunSummary& s, int exit_code);
 

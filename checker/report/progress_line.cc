@@ -58,6 +58,18 @@ std::string TerminalProgressLine(const Progress& p, std::optional<double> rate, 
   std::string objects = fmt::format("{} of {} objects", FormatCount(p.objects_done), FormatCount(p.objects_total));
   std::string elapsed = FormatClock(uint64_t(p.elapsed_s));
   std::string eta = Eta(p, rate);
+  if (std::string_view(p.phase) == "archives") {
+    const std::vector<std::string> walking = {
+        fmt::format("borgcheck: {} of {} objects done; walking the archives, elapsed {}", FormatCount(p.objects_done),
+                    FormatCount(p.objects_total), elapsed),
+        fmt::format("walking the archives, elapsed {}", elapsed),
+        fmt::format("archives, {}", elapsed),
+    };
+    for (const std::string& l : walking) {
+      if (l.size() <= fit) return l;
+    }
+    return walking.back().substr(0, fit);
+  }
   const std::vector<std::string> layouts = {
       fmt::format("borgcheck: {} {} of {}, {}, {}, elapsed {}, ETA {}", pct, done, total, objects, RateText(rate),
                   elapsed, eta),
@@ -73,6 +85,10 @@ std::string TerminalProgressLine(const Progress& p, std::optional<double> rate, 
 }
 
 std::string PlainProgressLine(const Progress& p, std::optional<double> rate) {
+  if (std::string_view(p.phase) == "archives") {
+    return fmt::format("borgcheck: progress {} of {} objects done; walking the archives, elapsed {}",
+                       FormatCount(p.objects_done), FormatCount(p.objects_total), FormatClock(uint64_t(p.elapsed_s)));
+  }
   return fmt::format("borgcheck: progress {:.1f}% {} of {}, {} of {} objects, {}, elapsed {}, ETA {}", Percent(p),
                      FormatBytes(p.bytes_done), FormatBytes(p.bytes_total), FormatCount(p.objects_done),
                      FormatCount(p.objects_total), RateText(rate), FormatClock(uint64_t(p.elapsed_s)), Eta(p, rate));

@@ -72,6 +72,23 @@ TEST_CASE("the plain line for logs", "[report]") {
         "ETA 0:00:30");
 }
 
+TEST_CASE("while the archives are walked the line says so and its clock goes on", "[report]") {
+  Progress p = At(3760, 1000000000);
+  p.phase = "archives";
+  for (size_t cols = 1; cols <= 200; ++cols) {
+    std::string line = TerminalProgressLine(p, 1.5e9, cols);
+    INFO("columns " << cols << ": " << line);
+    CHECK(line.size() <= (cols > 1 ? cols - 1 : 1));
+    CHECK(!line.empty());
+  }
+  CHECK(TerminalProgressLine(p, 1.5e9, 120) ==
+        "borgcheck: 1,000,000 of 1,000,000 objects done; walking the archives, elapsed 1:02:40");
+  CHECK(TerminalProgressLine(p, 1.5e9, 60) == "walking the archives, elapsed 1:02:40");
+  CHECK(TerminalProgressLine(p, 1.5e9, 20) == "archives, 1:02:40");
+  CHECK(PlainProgressLine(p, 25e6) ==
+        "borgcheck: progress 1,000,000 of 1,000,000 objects done; walking the archives, elapsed 1:02:40");
+}
+
 TEST_CASE("the resize flag is taken once", "[report]") {
   TakeTerminalResized();
   CHECK_FALSE(TakeTerminalResized());

@@ -49,6 +49,7 @@ struct RunSummary {
   uint64_t units_not_due = 0;      // units left out as verified within --max-age
   double max_duration_s = 0;       // --max-duration (0 none)
   bool skipped = false;            // --min-interval: nothing was checked
+  bool state_not_saved = false;    // the check finished, its state file could not be saved
   // What is verified, from the state file when one is used (coverage.state_file), else from
   // this run alone when it was complete; absent otherwise.
   struct Coverage {

@@ -32,7 +32,7 @@ std::string MemberLine(const Finding& f) {
   std::string line = " ";
   if (f.chunk_id) line += " chunk " + ChunkIdHex(*f.chunk_id);
   std::string loc = LocationSuffix(f);
-  if (!loc.empty()) line += " " + EscapeText(loc);
+  if (!loc.empty()) line += fmt::format(" {}", EscapeText(loc));  // not " " + string: see RollUp
   if (f.affected && !f.affected->uses.empty()) {
     line += ": affects " + FormatAffectedUse(f.affected->uses.front());
     if (f.affected->total > 1) line += fmt::format(" (and {} more)", FormatCount(f.affected->total - 1));
@@ -45,8 +45,9 @@ std::string RollUp(const std::vector<const Finding*>& members) {
   bool all_objects = true;
   for (const Finding* f : members) all_objects &= f->chunk_id.has_value();
   std::string unit = LocationUnit(LocationSuffix(first));
-  std::string out = fmt::format("{}: {}{}: {}: {}", SeverityName(first.severity), StageName(first.stage),
-                                unit.empty() ? "" : " " + EscapeText(unit),
+  // fmt, not " " + string: g++ 12 at -O2 warns (-Wrestrict) on that operator+, falsely (GCC PR 105329).
+  std::string out = fmt::format("{}: {}{}{}: {}: {}", SeverityName(first.severity), StageName(first.stage),
+                                unit.empty() ? "" : " ", EscapeText(unit),
                                 Plural(members.size(), all_objects ? "object" : "finding",
                                        all_objects ? "objects" : "findings"),
                                 EscapeText(first.message));
@@ -122,8 +123,8 @@ std::string FormatFindingLine(const Finding& f) {
   std::string line = fmt::format("{}: {}", SeverityName(f.severity), StageName(f.stage));
   if (f.chunk_id) line += " chunk " + ChunkIdHex(*f.chunk_id);
   std::string loc = LocationSuffix(f);
-  if (!loc.empty()) line += " " + EscapeText(loc);
-  line += ": " + EscapeText(f.message);
+  if (!loc.empty()) line += fmt::format(" {}", EscapeText(loc));  // not " " + string: see RollUp
+  line += fmt::format(": {}", EscapeText(f.message));
   if (f.reread != Reread::kNotReread) line += fmt::format(" (second read: {})", RereadName(f.reread));
   return line + "\n";
 }
@@ -248,8 +249,8 @@ std::string FormatVerboseLines(const RunSummary& s) {
                           : fmt::format("{}, transaction {} ({})", Plural(s.segments, "segment", "segments"),
                                         s.transaction, s.live_list_source);
   std::string rate = s.elapsed_s > 0 ? FormatBytes(uint64_t(double(s.bytes_read) / s.elapsed_s)) + "/s" : "-";
-  out += fmt::format("details: {}{}, {}, {} plaintext, {} read at {}, {} threads", s.format,
-                     s.mode.empty() ? "" : " " + EscapeText(s.mode), where, FormatBytes(s.plaintext_bytes),
+  out += fmt::format("details: {}{}{}, {}, {} plaintext, {} read at {}, {} threads", s.format,
+                     s.mode.empty() ? "" : " ", EscapeText(s.mode), where, FormatBytes(s.plaintext_bytes),
                      FormatBytes(s.bytes_read), rate, s.threads);
   if (!s.version.empty()) out += ", borgcheck " + s.version;
   if (!s.repository_id.empty()) out += ", repository id " + EscapeText(s.repository_id);

@@ -206,7 +206,35 @@ class Locks(CliTestCase):
         started = time.monotonic()
         r = self.run_borgcheck(["--lock-wait", "2", self.repo])
         self.assertGreaterEqual(time.monotonic() - started, 1.5)
-        self.assert_error_exit(r, cs.EXIT_LOCK_HELD, "is locked by borg: lock.exclusive/otherhost@1.4242-0")
+        # First it says that it waits, and for whom (a wait of an hour must not look hung).
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 2, r)
+        self.assertTrue(lines[0].startswith("borgcheck: waiting up to 2 s (--lock-wait) for borg's lock to be released: "
+                                            "repository %s is locked by borg: lock.exclusive/otherhost@1.4242-0 names "
+                                            "process 4242 on host otherhost@1" % self.repo), r)
+        self.assert_rc(r, cs.EXIT_LOCK_HELD)
+        self.assertEqual(r.stdout, "", r)
+        self.assertTrue(lines[1].startswith("borgcheck: repository %s is locked by borg: "
+                                            "lock.exclusive/otherhost@1.4242-0" % self.repo), r)
+
+    def test_lock_wait_says_when_the_lock_was_released(self):
+        proc = self.start(["--lock-wait", "30", self.repo])
+        time.sleep(1.5)
+        self.assertIsNone(proc.poll(), "borgcheck did not wait for the lock")
+        os.unlink(self.entry)
+        os.rmdir(self.lock)
+        out, err = proc.communicate(timeout=30)
+        hold_lock(self.repo)
+        for path in (self.entry, self.lock, self.repo):
+            mtime = proc.snapshot_before[os.path.relpath(path, self.tmp)]
+            os.utime(path, ns=(mtime[2] if mtime[0] == "file" else mtime[1],) * 2)
+        r = self.check_finished(proc, cs.RunResult(proc.cli_args, proc.returncode, out, err))
+        self.assert_rc(r, cs.EXIT_OK)
+        lines = r.stderr.splitlines()
+        self.assertEqual(len(lines), 2, r)
+        self.assertTrue(lines[0].startswith("borgcheck: waiting up to 30 s (--lock-wait) for borg's lock"), r)
+        self.assertRegex(lines[1], r"^borgcheck: borg's lock was released after \d+ s$")
+        self.assertIn(": ok: ", r.stdout)
 
     def test_bad_lock_wait_values_exit_2(self):
         for value in ("-1", "100000"):

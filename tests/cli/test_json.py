@@ -28,11 +28,11 @@ COVERAGE_KEYS = {"ratio", "max_age_s", "units_verified", "units_partly_verified"
                  "oldest_unit_verified_at", "oldest_unit_age_s", "state_file"}
 ERROR_KEYS = {"type", "code", "exit_code", "message"}
 PROGRESS_KEYS = {"type", "bytes_done", "bytes_total", "objects_done", "objects_total", "rate_bytes_per_s",
-                 "eta_s", "elapsed_s", "final"}
+                 "eta_s", "elapsed_s", "phase", "final"}
 KEYS = {"finding": FINDING_KEYS, "summary": SUMMARY_KEYS, "error": ERROR_KEYS, "progress": PROGRESS_KEYS}
 STAGES = ["entry-crc", "envelope", "authentication", "decompression", "id-hash", "missing", "truncated",
           "index", "segment", "reference", "archive", "io", "key", "lock"]
-VERDICTS = {0: "ok", 1: "warnings", 90: "integrity-errors", 2: "could-not-run",  # 2: the state was not saved
+VERDICTS = {0: "ok", 1: "warnings", 90: "integrity-errors", 2: "state-not-saved",  # 2: the state was not saved
             129: "interrupted", 130: "interrupted", 143: "interrupted"}  # a signal: the findings so far
 ERROR_CODES = {"invalid-argument", "repository-not-found", "not-a-repository", "unsupported", "invalid-repository-config", "wrong-passphrase",
                "key-not-found", "key-file-invalid", "key-file-mismatch", "repo-key-not-found", "no-passphrase",
@@ -67,7 +67,7 @@ with open(os.path.join(os.path.dirname(cs.DOCS), "CMakeLists.txt")) as _f:
 
 def verdict(summary, rc):
     """The summary's verdict for exit code rc: exit 2 after io findings (some file could not be
-    read, nothing damaged) is "could-not-check"."""
+    read, nothing damaged) is "could-not-check", else (the state was not saved) "state-not-saved"."""
     if rc == cs.EXIT_COULD_NOT_RUN and summary.get("io_errors"):
         return "could-not-check"
     return VERDICTS[rc]
@@ -242,6 +242,9 @@ class JsonTestCase(CliTestCase):
             self.assertIsInstance(p[k], (int, float), k)
         self.assertTrue(p["eta_s"] is None or isinstance(p["eta_s"], (int, float)), p)
         self.assertIsInstance(p["final"], bool)
+        self.assertIn(p["phase"], ("read", "archives"), p)
+        if p["phase"] == "archives":  # the objects are done, the archives are walked
+            self.assertEqual(p["bytes_done"], p["bytes_total"], p)
 
 
 class Records(JsonTestCase):
@@ -420,6 +423,12 @@ class Progress(JsonTestCase):
                          (summary["bytes_read"], summary["bytes_read"], summary["objects_total"],
                           summary["objects_total"]), r)
         self.assertGreater(final["elapsed_s"], 0, r)
+        # It comes after the archive pass (the progress stream goes on while archives are walked);
+        # a keyless run walks none.
+        self.assertEqual(final["phase"], "archives", r)
+        r = self.run_borgcheck(["--json", "--progress=always", repo], VERIFY)
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual(self.check_records(r)[-2]["phase"], "read", r)
 
     def test_no_progress_records_unless_always(self):
         repo = self.copy_fixture("v1.2.4/repos/none")
@@ -447,7 +456,7 @@ class DocsCoverJson(CliTestCase):
         with open(os.path.join(cs.DOCS, "json.md"), encoding="utf-8") as f:
             doc = f.read()
         names = set().union(*KEYS.values(), STAGES, ERROR_CODES, KEYS, VERDICTS.values(),
-                            ("not-reread", "agreed", "differed", "passed", "could-not-run", "could-not-check"))
+                            ("not-reread", "agreed", "differed", "passed", "could-not-check", "state-not-saved"))
         missing = sorted(n for n in names if not re.search(r"`%s`" % re.escape(n), doc))
         self.assertEqual(missing, [], "docs/json.md does not mention these as `name`")
 

@@ -431,7 +431,7 @@ class State(PartialTestCase):
         r = self.run_unprivileged(args)
         self.assert_rc(r, 2)
         # The check ran (its summary is printed), then said what it could not record.
-        self.assertTrue(r.stdout.startswith(repo + ": could-not-run: 102 of 102 objects CRC-checked"), r)
+        self.assertTrue(r.stdout.startswith(repo + ": state-not-saved: 102 of 102 objects CRC-checked"), r)
         self.assertIn("borgcheck: warning: the state folder %s is not writable" % folder, r.stderr)
         self.assertIn("this run's verification was not recorded", r.stderr)
 
