@@ -187,8 +187,10 @@ class Locks(CliTestCase):
         self.repo = self.copy_fixture("v1.2.4/repos/repokey")
         self.lock, self.entry = hold_lock(self.repo)
 
-    def test_lock_wait_checks_once_the_lock_is_gone(self):
-        proc = self.start(["--lock-wait", "30", "-q", self.repo])
+    def wait_then_release(self, args):
+        """Starts borgcheck with `args`, checks that it waits for the lock, releases the lock
+        as borg would, and returns the finished run."""
+        proc = self.start(args)
         time.sleep(1.5)
         self.assertIsNone(proc.poll(), "borgcheck did not wait for the lock")
         os.unlink(self.entry)  # borg released its lock
@@ -199,7 +201,10 @@ class Locks(CliTestCase):
         for path in (self.entry, self.lock, self.repo):
             mtime = proc.snapshot_before[os.path.relpath(path, self.tmp)]
             os.utime(path, ns=(mtime[2] if mtime[0] == "file" else mtime[1],) * 2)
-        r = self.check_finished(proc, cs.RunResult(proc.cli_args, proc.returncode, out, err))
+        return self.check_finished(proc, cs.RunResult(proc.cli_args, proc.returncode, out, err))
+
+    def test_lock_wait_checks_once_the_lock_is_gone(self):
+        r = self.wait_then_release(["--lock-wait", "30", "-q", self.repo])
         self.assertEqual((r.rc, r.stdout, r.stderr), (cs.EXIT_OK, "", ""), r)
 
     def test_lock_wait_gives_up_with_73(self):
@@ -218,17 +223,7 @@ class Locks(CliTestCase):
                                             "lock.exclusive/otherhost@1.4242-0" % self.repo), r)
 
     def test_lock_wait_says_when_the_lock_was_released(self):
-        proc = self.start(["--lock-wait", "30", self.repo])
-        time.sleep(1.5)
-        self.assertIsNone(proc.poll(), "borgcheck did not wait for the lock")
-        os.unlink(self.entry)
-        os.rmdir(self.lock)
-        out, err = proc.communicate(timeout=30)
-        hold_lock(self.repo)
-        for path in (self.entry, self.lock, self.repo):
-            mtime = proc.snapshot_before[os.path.relpath(path, self.tmp)]
-            os.utime(path, ns=(mtime[2] if mtime[0] == "file" else mtime[1],) * 2)
-        r = self.check_finished(proc, cs.RunResult(proc.cli_args, proc.returncode, out, err))
+        r = self.wait_then_release(["--lock-wait", "30", self.repo])
         self.assert_rc(r, cs.EXIT_OK)
         lines = r.stderr.splitlines()
         self.assertEqual(len(lines), 2, r)
