@@ -161,8 +161,11 @@ Status CheckSplitDurations(const std::vector<std::string>& args) {
       {"s", 's'}, {"sec", 's'}, {"secs", 's'}, {"second", 's'}, {"seconds", 's'}, {"m", 'm'}, {"min", 'm'},
       {"mins", 'm'}, {"minute", 'm'}, {"minutes", 'm'}, {"h", 'h'}, {"hr", 'h'}, {"hrs", 'h'}, {"hour", 'h'},
       {"hours", 'h'}, {"d", 'd'}, {"day", 'd'}, {"days", 'd'}, {"w", 'w'}, {"week", 'w'}, {"weeks", 'w'}};
+  // The value is a bare number (ParseDuration's parser, nothing after it): "2" of "2 hours".
   const auto number = [](const std::string& s) {
-    return !s.empty() && s.find_first_not_of("0123456789.") == std::string::npos && std::isdigit(uint8_t(s[0]));
+    double v;
+    std::string rest;
+    return ParseNumber(s, v, rest) && rest.empty();
   };
   for (size_t i = 0; i < args.size(); ++i) {
     for (const char* flag : kDurationFlags) {

@@ -132,11 +132,8 @@ BorgLockEntry ParseEntry(std::string name) {
 
 // What lock.exclusive is when it is not a directory (followed through links).
 std::string KindOf(const io::FileStat& st) {
-  const std::string_view t = st.type_name;
-  if (t == "regular file" || t == "FIFO" || t == "socket" || t == "block device" || t == "character device") {
-    return "a " + std::string(t);
-  }
-  return "not a directory";
+  const std::string_view t = st.type_name;  // io/env.h's names: "a FIFO", "a block device", ...
+  return t == "special file" ? "not a directory" : "a " + std::string(t);
 }
 
 std::string LockDirPath(const std::string& repo_path) {
