@@ -211,9 +211,11 @@ int main(int argc, char** argv) {
   });
 
   std::vector<std::string> args = cli::NormalizeArgs(argc, argv);
+  // Errors before parsing keep the JSON contract when --json is among the arguments.
+  const bool json_arg = std::find(args.begin(), args.end(), "--json") != args.end();
   if (Status split = cli::CheckSplitDurations(args); !split.ok()) {
-    const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
-    std::unique_ptr<report::Reporter> r = json ? report::MakeJsonReporter(out) : report::MakeTextReporter(out, err, {});
+    std::unique_ptr<report::Reporter> r =
+        json_arg ? report::MakeJsonReporter(out) : report::MakeTextReporter(out, err, {});
     r->PrintError(split, report::kExitCouldNotRun);
     return report::kExitCouldNotRun;
   }
@@ -221,9 +223,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(reversed);
   } catch (const CLI::ParseError& e) {
-    bool json = false;
-    for (const std::string& a : args) json |= a == "--json";
-    if (json && e.get_exit_code() != 0) {  // keep the JSON contract: one error record
+    if (json_arg && e.get_exit_code() != 0) {  // keep the JSON contract: one error record
       report::MakeJsonReporter(out)->PrintError(Status(StatusCode::kInvalidArgument, e.what()),
                                                 report::kExitCouldNotRun);
       return out.broken() ? report::ExitCodeForOutputError(out.error()) : report::kExitCouldNotRun;
