@@ -73,6 +73,10 @@ class Env {
   // worker count (a local file system). A remote store answers the connections it holds, as
   // restic's Backend.Connections(); the engine never reads more units at once.
   virtual unsigned Connections() const { return 0; }
+  // Ok while the store can still be reached; a remote store that lost its connection answers
+  // why (kIoError). The engine stops reading new units once it is not ok: what is left is
+  // "could not check", and the run ends with that status (exit 2), its findings so far kept.
+  virtual Status Lost() const { return Status::Ok(); }
 
   // A whole small file (config, index, key file, manifest) into a string. Refuses files larger
   // than max_size with kCorruptMetadata before allocating (sizes from disk are untrusted).

@@ -1,0 +1,84 @@
+// io::Env over SFTP version 3 (draft-ietf-secsh-filexfer-02), spoken over the pipes of a spawned
+// `ssh ... -s [user@]host sftp` (as sshfs does). The user's ssh (BORG_RSH, default "ssh") keeps
+// ~/.ssh/config, the agent, ProxyJump and known_hosts: that is why the client is ours and not
+// libssh's or libssh2's, which own the ssh connection and would lose the user's configuration.
+// Debian has no library that speaks SFTP over an existing pipe.
+//
+// Read-only by construction: the client sends INIT, REALPATH, OPEN (SSH_FXF_READ only), READ,
+// CLOSE, STAT, LSTAT, FSTAT, OPENDIR, READDIR. No request that writes exists here.
+//
+// Paths are the server's paths (absolute after Connect resolves the URL's path); an SftpEnv is
+// the Env of one repository's server.
+//
+// Thread contract: an SftpEnv is safe for concurrent use from any number of threads. It owns
+// its connections: each connection owns one ssh child process, the pipes to it and one I/O
+// thread that reads replies and hands them to the waiting caller by request id; requests are
+// written under the connection's mutex. A File owns one server handle on one connection; ReadAt
+// may be called concurrently. Connect spawns every ssh process (posix_spawn only) before it
+// returns, so call it before any worker thread starts.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "checker/base/status.h"
+#include "checker/io/env.h"
+
+namespace borgcheck::remote {
+
+// Where and how to connect.
+struct SftpTarget {
+  std::vector<std::string> rsh = {"ssh"};  // the ssh command, split (BORG_RSH, --rsh)
+  std::string user;                         // "" = ssh's default
+  std::string host;                         // never begins with '-' (ParseRemoteUrl refuses it)
+  unsigned port = 0;                        // 0 = ssh's default
+};
+
+struct SftpOptions {
+  unsigned connections = 1;  // ssh processes (each one sftp session), 1..16
+  // A server that answers nothing for this long while requests wait is taken for lost: the
+  // connection is closed and every waiting and later call fails with kIoError.
+  std::chrono::milliseconds timeout{std::chrono::seconds(60)};
+  // Bytes of READ requests outstanding per connection (the ssh channel window is 2 MiB).
+  uint64_t in_flight_bytes = 8ull << 20;
+};
+
+class SftpEnv final : public io::Env {
+ public:
+  // Spawns `options.connections` ssh processes, negotiates version 3 on each and resolves
+  // `path` (relative to the login folder, or absolute) with REALPATH on the first one.
+  // Errors (kIoError unless said): ssh cannot be run; ssh exits or closes before VERSION (the
+  // message carries the last lines ssh wrote to stderr, escaped: "Permission denied
+  // (publickey)", "Host key verification failed", "Connection refused", "subsystem request
+  // failed"); a server that speaks another version; no VERSION within the timeout.
+  static Result<std::unique_ptr<SftpEnv>> Connect(const SftpTarget& target, const std::string& path,
+                                                  const SftpOptions& options);
+  ~SftpEnv() override;  // closes the pipes, waits for each ssh (then SIGTERM, SIGKILL)
+
+  // The repository's absolute path on the server (REALPATH of Connect's path; the path as
+  // given when REALPATH answers NO_SUCH_FILE, so that Stat/List report kNotFound later).
+  const std::string& root() const;
+
+  // io::Env. Error classes as io/env.h: NO_SUCH_FILE -> kNotFound; a non-regular file at Open
+  // -> kCorruptMetadata; PERMISSION_DENIED, FAILURE, a lost connection -> kIoError.
+  // FileStat from SFTP v3 attributes: type from the permission bits, size, mtime in whole
+  // seconds (v3 has no more), inode 0 and ctime 0 (v3 has neither).
+  Result<std::unique_ptr<io::File>> Open(const std::string& path) const override;
+  Result<std::vector<io::DirEntry>> List(const std::string& dir) const override;
+  Result<io::FileStat> Stat(const std::string& path) const override;
+  Result<io::FileStat> Lstat(const std::string& path) const override;
+  unsigned Connections() const override;
+  // Ok while every connection is up; else why the first one was lost (kIoError). A run that
+  // sees it stops reading: the rest is "could not check".
+  Status Lost() const override;
+
+  struct Impl;
+
+ private:
+  explicit SftpEnv(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace borgcheck::remote
