@@ -1,11 +1,14 @@
 #include "checker/cli/cli_args.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
-#include <filesystem>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "checker/archive/archive_select.h"
+#include "checker/base/text_escape.h"
 #include "checker/report/exit_codes.h"
 
 namespace borgcheck::cli {
@@ -74,19 +77,38 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
   }
   if (o.repository.empty()) return Invalid("no repository given: pass REPO or set BORG_REPO");
   // borg 1.x's REPO::ARCHIVE names the repository and one archive of it ("REPO::" is REPO).
-  if (size_t sep = o.repository.find("::"); sep != std::string::npos) {
+  // (An IPv6 host in brackets, sftp://[::1]/..., holds "::" of its own.)
+  const size_t v6_end = o.repository.find("://[") != std::string::npos ? o.repository.find(']') : 0;
+  if (size_t sep = o.repository.find("::", v6_end == std::string::npos ? 0 : v6_end);
+      sep != std::string::npos) {
     o.archive = o.repository.substr(sep + 2);
     o.repository.resize(sep);
     if (o.repository.empty()) return Invalid("no repository before '::' in " + o.archive);
   }
   // borg's file:///abs/path is the local path /abs/path.
   if (o.repository.rfind("file:///", 0) == 0) o.repository.erase(0, 7);
-  if (o.repository.find("://") != std::string::npos || o.repository.rfind("ssh:", 0) == 0 ||
-      (o.repository.find(':') != std::string::npos && o.repository.front() != '/' &&
-       o.repository.find(':') < o.repository.find('/'))) {
-    return Invalid("remote repositories are not supported: " + o.repository +
-                   " (borgcheck reads a local path; mount the repository or run it on the server)");
+  if (LooksRemote(o.repository)) {
+    Result<RemoteRepository> remote = ParseRemoteRepository(o.repository);
+    if (!remote.ok()) return remote.status();
+    Result<std::vector<std::string>> rsh = SshCommand(raw.rsh, raw.rsh_given);
+    if (!rsh.ok()) return rsh.status();
+    remote->target.rsh = std::move(rsh).value();
+    cli.remote = std::move(remote).value();
+    // Until main connects and resolves the path: the URL as given names the repository.
+    o.repository_url = o.repository;
+  } else if (raw.rsh_given || raw.remote_connections || raw.remote_timeout_given) {
+    return Invalid("--rsh, --remote-connections and --remote-timeout are for remote repositories (sftp://); " +
+                   EscapeText(o.repository) + " is a local path");
   }
+  if (raw.remote_connections < 0 || unsigned(raw.remote_connections) > kMaxRemoteConnections) {
+    return Invalid(fmt::format("--remote-connections must be between 1 and {}", kMaxRemoteConnections));
+  }
+  cli.sftp.connections = raw.remote_connections ? unsigned(raw.remote_connections) : kDefaultRemoteConnections;
+  const double timeout = raw.remote_timeout_given ? raw.remote_timeout : kDefaultRemoteTimeoutS;
+  if (!(timeout >= 1 && timeout <= 86400)) {
+    return Invalid("--remote-timeout must be between 1 and 86400 seconds");
+  }
+  cli.sftp.timeout = std::chrono::milliseconds(int64_t(timeout * 1000));
   while (o.repository.size() > 1 && o.repository.back() == '/') o.repository.pop_back();
   o.verify_data = raw.verify_data;
   if (raw.threads < 0 || raw.threads > 1024) {
@@ -169,11 +191,11 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
   return cli;
 }
 
-bool IsSoftFailure(int exit_code, const std::string& repository) {
+bool IsSoftFailure(int exit_code, const io::Env& env, const std::string& repository) {
   if (exit_code == report::kExitRepoDoesNotExist || exit_code == report::kExitLockHeld) return true;
   if (exit_code != report::kExitNotARepository) return false;
-  std::error_code ec;
-  return std::filesystem::is_directory(repository, ec) && std::filesystem::is_empty(repository, ec) && !ec;
+  Result<std::vector<io::DirEntry>> entries = env.List(repository);
+  return entries.ok() && entries->empty();
 }
 
 }  // namespace borgcheck::cli

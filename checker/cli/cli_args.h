@@ -6,11 +6,14 @@
 // Thread contract: main thread only.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "checker/base/status.h"
 #include "checker/cli/partial_args.h"
+#include "checker/cli/remote_args.h"
+#include "checker/io/env.h"
 #include "checker/report/output.h"
 #include "checker/run/check_options.h"
 
@@ -39,6 +42,11 @@ struct RawArgs {
   int last = 0;
   std::string metrics_file;
   PartialRaw partial;           // --subset, --sample, --max-duration, ... (partial_args.h)
+  std::string rsh;              // --rsh (remote_args.h), when rsh_given
+  bool rsh_given = false;
+  int remote_connections = 0;   // 0: the default
+  double remote_timeout = 0;    // seconds, when remote_timeout_given
+  bool remote_timeout_given = false;
 };
 
 struct CliOptions {
@@ -50,6 +58,8 @@ struct CliOptions {
   std::string metrics_file;         // --metrics-file PATH ("" none)
   std::vector<std::string> test_hook_notes;  // test-only hooks in effect (partial_args.h)
   uint64_t test_read_delay_us = 0;           // BORGCHECK_TEST_READ_DELAY_US
+  std::optional<RemoteRepository> remote;    // an sftp:// repository: where and how to connect
+  remote::SftpOptions sftp;                  // --remote-connections, --remote-timeout
 };
 
 inline constexpr double kDefaultProgressIntervalS = 60;
@@ -64,7 +74,7 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw);
 
 // --soft-fail: whether a stop says the repository is absent or not mounted (exit 13, or a
 // path that is an empty folder, as an unmounted mount point is) or borg's lock stayed held
-// (73). `repository` is the validated path.
-bool IsSoftFailure(int exit_code, const std::string& repository);
+// (73). `repository` is the validated path, in `env` (the local file system or the server).
+bool IsSoftFailure(int exit_code, const io::Env& env, const std::string& repository);
 
 }  // namespace borgcheck::cli

@@ -29,6 +29,7 @@
 #include "checker/base/text_escape.h"
 #include "checker/cli/cli_args.h"
 #include "checker/io/fault_env.h"
+#include "checker/remote/sftp_env.h"
 #include "checker/report/exit_codes.h"
 #include "checker/report/metrics_file.h"
 #include "checker/report/output.h"
@@ -198,6 +199,18 @@ int main(int argc, char** argv) {
                  "where partial runs keep their state (default: $STATE_DIRECTORY, $XDG_STATE_HOME/borgcheck, "
                  "~/.local/state/borgcheck)")
       ->type_name("DIR");
+  // Remote repositories (docs/remote.md).
+  CLI::Option* rsh = app.add_option("--rsh", raw.rsh, "the ssh command for sftp:// repositories (default: $BORG_RSH, else ssh)")
+                         ->type_name("CMD");
+  app.add_option("--remote-connections", raw.remote_connections,
+                 fmt::format("ssh connections to an sftp:// repository's server (default: {})",
+                             cli::kDefaultRemoteConnections))
+      ->type_name("N");
+  CLI::Option* remote_timeout =
+      app.add_option("--remote-timeout", raw.remote_timeout,
+                     fmt::format("seconds without an answer after which the server counts as lost (default: {:.0f})",
+                                 cli::kDefaultRemoteTimeoutS))
+          ->type_name("SECONDS");
   app.add_option("--metrics-file", raw.metrics_file,
                  "write Prometheus metrics for node_exporter's textfile collector (replaced atomically)")
       ->type_name("PATH.prom");
@@ -234,6 +247,8 @@ int main(int argc, char** argv) {
 
   raw.progress_interval_given = interval->count() > 0;
   raw.metrics_file_given = app.count("--metrics-file") > 0;
+  raw.rsh_given = rsh->count() > 0;
+  raw.remote_timeout_given = remote_timeout->count() > 0;
   Result<cli::CliOptions> parsed = cli::ValidateArgs(raw);
   report::TextOptions text;
   text.verbosity = parsed.ok() ? parsed->verbosity : report::Verbosity::kNormal;
@@ -245,7 +260,7 @@ int main(int argc, char** argv) {
     reporter->PrintError(parsed.status(), report::kExitCouldNotRun);
     return report::kExitCouldNotRun;
   }
-  const cli::CliOptions& opts = *parsed;
+  cli::CliOptions& opts = *parsed;
 
   // Buffers of 1 MiB and more (per-worker decrypt and plaintext buffers, blocks for entries
   // larger than a read window) are mmapped and unmapped on free. glibc's default raises this
@@ -284,11 +299,34 @@ int main(int argc, char** argv) {
   // The test-only read delay (cli/partial_args.h): a slow disk for the partial-run tests.
   io::FaultEnv slow_env;
   if (opts.test_read_delay_us) slow_env.DelayReads(std::chrono::microseconds(opts.test_read_delay_us));
-  const io::Env& env = opts.test_read_delay_us ? static_cast<const io::Env&>(slow_env) : io::Env::Default();
+  const io::Env* env = opts.test_read_delay_us ? static_cast<const io::Env*>(&slow_env) : &io::Env::Default();
   for (const std::string& n : opts.test_hook_notes) {
     if (!opts.check.json) err.Write("borgcheck: " + EscapeText(n) + "\n");
   }
-  run::CheckOutcome outcome = run::RunCheck(opts.check, progress, env);
+  // An sftp:// repository: every ssh connection is made here, before any worker thread (the
+  // passphrase command, if any, runs later, also before the workers).
+  std::unique_ptr<remote::SftpEnv> sftp;
+  Status connected;
+  if (opts.remote) {
+    Result<std::unique_ptr<remote::SftpEnv>> c = remote::SftpEnv::Connect(opts.remote->target, opts.remote->path, opts.sftp);
+    if (c.ok()) {
+      sftp = std::move(c).value();
+      env = sftp.get();
+      opts.check.repository = sftp->root();
+      opts.check.repository_url = cli::CanonicalRemoteUrl(opts.remote->target, sftp->root());
+    } else {
+      connected = Status(c.status().code(), "cannot connect to " + EscapeText(opts.check.repository_url) + ": " +
+                                                c.status().message());
+    }
+  }
+  auto run_check = [&] {
+    if (connected.ok()) return run::RunCheck(opts.check, progress, *env);
+    run::CheckOutcome failed;
+    failed.status = connected;
+    failed.summary.repository = opts.check.RepositoryName();
+    return failed;
+  };
+  run::CheckOutcome outcome = run_check();
   // --lock-wait: every source checks borg's lock right after reading the config, before the
   // index, the segments or packs, the state or a passphrase, so waiting is trying again once a
   // second (the sleep ends at a stop signal) until the lock is gone or the time is up.
@@ -311,7 +349,7 @@ int main(int argc, char** argv) {
                               fmt::format("stopped by signal {} before the check finished", outcome.stop_signal));
       break;
     }
-    outcome = run::RunCheck(opts.check, progress, env);
+    outcome = run_check();
   }
   if (waiting_since && tell_wait && outcome.status.code() != StatusCode::kLockHeld && !outcome.stop_signal) {
     err.Write(fmt::format("borgcheck: borg's lock was released after {:.0f} s\n",
@@ -346,10 +384,23 @@ int main(int argc, char** argv) {
   } else if (outcome.stop_signal) {
     rc = report::kExitSignalBase + outcome.stop_signal;
     reporter->PrintError(outcome.status, rc);
+  } else if (outcome.partial_report) {
+    // A remote store's connection was lost mid-run: the findings so far and a partial summary
+    // (stopped "connection-lost"); 90 if they show damage (that is certain), else 2.
+    rc = report::ExitCodeForSummary(outcome.summary) == report::kExitIntegrityErrors ? report::kExitIntegrityErrors
+                                                                                      : report::kExitCouldNotRun;
+    outcome.summary.version = BORGCHECK_VERSION;
+    outcome.summary.started_at = started_at;
+    outcome.summary.finished_at = finished_at;
+    state_notes(outcome.summary);
+    if (opts.check.json) outcome.summary.notes.push_back(outcome.status.message());
+    reporter->PrintFindings(outcome.findings);
+    reporter->PrintSummary(outcome.summary, rc);
+    if (!opts.check.json) reporter->PrintError(outcome.status, rc);
   } else if (!outcome.status.ok()) {
     rc = report::ExitCodeForStatus(outcome.status);
     Status shown = outcome.status;
-    if (opts.soft_fail && cli::IsSoftFailure(rc, opts.check.repository)) {
+    if (opts.soft_fail && cli::IsSoftFailure(rc, *env, opts.check.repository)) {
       rc = report::kExitSoftFailure;
       shown = Status(outcome.status.code(), outcome.status.message() + " (--soft-fail: exit 75, a soft failure)");
     }
@@ -379,9 +430,12 @@ int main(int argc, char** argv) {
     report::MetricsRun m;
     // The repo label is the absolute path: a relative one would name different repositories
     // from different working directories (and break the carry-forward).
+    // A remote one's is its URL.
     std::error_code ec;
     std::filesystem::path abs = std::filesystem::absolute(opts.check.repository, ec).lexically_normal();
-    m.repository = ec ? opts.check.repository : abs.string();
+    m.repository = !opts.check.repository_url.empty() ? opts.check.repository_url
+                   : ec                                ? opts.check.repository
+                                                       : abs.string();
     while (m.repository.size() > 1 && m.repository.back() == '/') m.repository.pop_back();
     m.repository_id = outcome.summary.repository_id;
     m.finished_at = finished_at;

@@ -12,7 +12,12 @@ namespace borgcheck::engine {
 enum class ProgressMode { kAuto, kAlways, kNever };
 
 struct CheckOptions {
-  std::string repository;       // path (from the argument or BORG_REPO)
+  std::string repository;       // path (from the argument or BORG_REPO); of a remote
+                                // repository: its absolute path on the server
+  // A remote repository's URL (sftp://[user@]host[:port]//absolute/path, resolved): its name in
+  // the report, the metrics and the state folder. Empty for a local path.
+  std::string repository_url;
+  const std::string& RepositoryName() const { return repository_url.empty() ? repository : repository_url; }
   bool verify_data = false;     // false: keyless repository-layer check
   unsigned threads = 1;         // >= 1
   bool json = false;            // JSON Lines on stdout

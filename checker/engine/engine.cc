@@ -233,6 +233,10 @@ class Engine {
   // a vanished unit, an internal error); saves the state.
   void Summarize(CheckOutcome& out, bool finished, bool by_signal, double started_unix,
                  std::chrono::steady_clock::time_point start, bool findings_taken = false);
+  // The store's connection was lost (ObjectSource::Lost): the findings so far, a partial
+  // summary (stopped "connection-lost") and the loss as the run's status.
+  void ConnectionLost(CheckOutcome& out, const Status& lost, double started_unix,
+                      std::chrono::steady_clock::time_point start, bool findings_taken);
 
   ObjectSource& source_;
   const CheckOptions& opts_;
@@ -399,7 +403,8 @@ void Engine::ReadAll() {
   // The schedule's units (all of them, in plan order, unless the state or a time budget says
   // otherwise: the UnitSchedule); no unit starts once the time budget is spent.
   for (size_t u : schedule_.order()) {
-    if (Stopping() || schedule_.OutOfTime()) break;
+    // A lost connection to a remote store: no unit starts (each would only fail to read).
+    if (Stopping() || schedule_.OutOfTime() || !source_.Lost().ok()) break;
     schedule_.Admit();
     if (plan_.in_order && !schedule_.MayStart()) break;
     auto tracker = std::make_shared<UnitTracker>();
@@ -436,7 +441,7 @@ CheckOutcome Engine::Run() {
   CheckOutcome out;
   const auto start = std::chrono::steady_clock::now();
   report::RunSummary& sum = out.summary;
-  sum.repository = opts_.repository;
+  sum.repository = opts_.RepositoryName();
   sum.verify_data = opts_.verify_data;
   sum.threads = opts_.threads;
 
@@ -564,6 +569,10 @@ CheckOutcome Engine::Run() {
     Summarize(out, false, false, started_unix, start);  // saves the units verified before it
     return out;
   }
+  if (Status lost = source_.Lost(); !lost.ok()) {
+    ConnectionLost(out, lost, started_unix, start, false);
+    return out;
+  }
   if (changed_.load() || source_.ChangedSinceStart()) {
     out.status = Status(StatusCode::kRepositoryChanged,
                         fmt::format("repository changed during check (a {} vanished or a new transaction was "
@@ -592,12 +601,21 @@ CheckOutcome Engine::Run() {
     return out;
   }
   out.findings = sink_.Sorted();
+  // A connection lost during the archive pass makes its reads fail: what it would report then
+  // is not the repository's. The findings of the objects read before are kept.
+  std::vector<Finding> before_archives;
+  if (source_.Connections() > 0) before_archives = out.findings;
   phases_.Next("archive pass");
   walking_archives.store(archives_.walks(), std::memory_order_relaxed);  // progress goes on: the archives
   archives_.Finish(out.findings, ObjectVerdicts::Of(out.findings), sum);  // walk, affected uses, archive findings, orphans
   if (int sig = PendingStopSignal()) {
     SetInterrupted(out, sig);
     Summarize(out, false, true, started_unix, start, /*findings_taken=*/true);
+    return out;
+  }
+  if (Status lost = source_.Lost(); !lost.ok()) {
+    out.findings = std::move(before_archives);
+    ConnectionLost(out, lost, started_unix, start, true);
     return out;
   }
   out.status = key_fallback.Resolve(out.findings);  // the key's status unless damage was found
@@ -607,6 +625,15 @@ CheckOutcome Engine::Run() {
   // A selection of archives is no success of the repository's check (the staleness alert).
   out.state_status = schedule_.Close(sum, true, false, started_unix, out.status.ok() && !opts_.SelectsArchives());
   return out;
+}
+
+void Engine::ConnectionLost(CheckOutcome& out, const Status& lost, double started_unix,
+                            std::chrono::steady_clock::time_point start, bool findings_taken) {
+  out.status = Status(StatusCode::kIoError,
+                      lost.message() + "; the run stopped there: what it had not read is not checked");
+  Summarize(out, false, false, started_unix, start, findings_taken);
+  out.summary.stopped = "connection-lost";
+  out.partial_report = true;  // the findings so far and the summary, then the error (exit 2 or 90)
 }
 
 void Engine::Summarize(CheckOutcome& out, bool finished, bool by_signal, double started_unix,

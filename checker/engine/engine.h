@@ -57,7 +57,8 @@ struct CheckOutcome {
   int stop_signal = 0;                    // the signal that stopped the run, if any
   // A run a signal stopped after reading began: status is kInterrupted, and yet `findings`
   // (every one made so far) and `summary` (partial: complete false, stopped "signal") are
-  // valid and are to be printed (docs/nightly.md).
+  // valid and are to be printed (docs/nightly.md). So is a run whose remote store lost its
+  // connection: status kIoError, summary stopped "connection-lost" (exit 2, 90 with damage).
   bool partial_report = false;
   // Warnings about the state (a corrupt state file set aside, a folder that is not writable):
   // not findings, for stderr (text) and the summary's notes (JSON).

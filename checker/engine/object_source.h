@@ -160,6 +160,9 @@ class ObjectSource {
   // How many units may be read at once (units read on workers): 0 = as many as there are
   // workers (a local file system); a remote store answers its connections.
   virtual unsigned Connections() const { return 0; }
+  // Ok while the store can be reached; a remote store that lost its connection answers why
+  // (io::Env::Lost). Any thread.
+  virtual Status Lost() const { return Status::Ok(); }
   // The unit's file as its store sees it now (size, times, inode: a partial run's identity of
   // the unit, schedule/). Main thread, before any unit is read.
   virtual Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const = 0;
@@ -198,6 +201,7 @@ class EnvUnitSource : public ObjectSource {
   }
   Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const override { return env_.Stat(unit.path); }
   unsigned Connections() const override { return env_.Connections(); }
+  Status Lost() const override { return env_.Lost(); }
 
  protected:
   const io::Env& env_;

@@ -32,8 +32,9 @@ std::string KeysDirectory() {
   return config_dir + "/keys";
 }
 
-Result<std::vector<KeyFile>> FindKeyFiles(const io::Env& env, const std::string& repo_path,
-                                          const std::string& id_hex, const std::vector<std::string>& dirs) {
+Result<std::vector<KeyFile>> FindKeyFiles(const std::string& repo_path, const std::string& id_hex,
+                                          const std::vector<std::string>& dirs) {
+  const io::Env& env = io::Env::Default();
   const std::string want = "BORG_KEY " + id_hex;
   std::vector<KeyFile> out;
   if (std::string file = EnvVar("BORG_KEY_FILE"); !file.empty()) {
@@ -75,7 +76,7 @@ Result<std::vector<KeyFile>> FindKeyFiles(const io::Env& env, const std::string&
   return out;
 }
 
-Result<KeyText> LocateKey(const io::Env& env, const std::string& repo_path, const std::string& id_hex,
+Result<KeyText> LocateKey(const std::string& repo_path, const std::string& id_hex,
                           const std::vector<std::string>& dirs, bool in_key_file, const std::string& repokey_base64,
                           std::string_view mode_name) {
   if (!in_key_file) {
@@ -85,7 +86,7 @@ Result<KeyText> LocateKey(const io::Env& env, const std::string& repo_path, cons
     }
     return KeyText{"config", repokey_base64};
   }
-  Result<std::vector<KeyFile>> files = FindKeyFiles(env, repo_path, id_hex, dirs);
+  Result<std::vector<KeyFile>> files = FindKeyFiles(repo_path, id_hex, dirs);
   if (!files.ok()) return files.status();
   if (files->empty()) return NoKeyFile(repo_path, id_hex, dirs);
   const KeyFile& file = files->front();  // borg takes the first match too

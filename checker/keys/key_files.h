@@ -31,9 +31,10 @@ struct KeyFile {
 // else every regular file of `dirs`, in that order and by name within each, that starts with
 // "BORG_KEY <id_hex>". Errors for BORG_KEY_FILE: kKeyNotFound (it cannot be read),
 // kKeyFileInvalid (it is not a borg key file: borg's 40), kKeyFileMismatch (it belongs to
-// another repository: borg's 41). No file found is an empty list, not an error.
-Result<std::vector<KeyFile>> FindKeyFiles(const io::Env& env, const std::string& repo_path,
-                                          const std::string& id_hex, const std::vector<std::string>& dirs);
+// another repository: borg's 41). No file found is an empty list, not an error. Key files are
+// on this machine (read through io::Env::Default()), wherever the repository is.
+Result<std::vector<KeyFile>> FindKeyFiles(const std::string& repo_path, const std::string& id_hex,
+                                          const std::vector<std::string>& dirs);
 
 // "No key file for repository PATH (id ID) found in DIRS. Set BORG_KEY_FILE ..." (kKeyNotFound).
 Status NoKeyFile(const std::string& repo_path, const std::string& id_hex, const std::vector<std::string>& dirs);
@@ -48,7 +49,7 @@ struct KeyText {
 // FindKeyFiles when `in_key_file`, else the repokey from the config (`repokey_base64`, empty if
 // the config has none: kRepoKeyNotFound naming `mode_name`). A key file that does not parse is
 // kKeyFileInvalid.
-Result<KeyText> LocateKey(const io::Env& env, const std::string& repo_path, const std::string& id_hex,
+Result<KeyText> LocateKey(const std::string& repo_path, const std::string& id_hex,
                           const std::vector<std::string>& dirs, bool in_key_file, const std::string& repokey_base64,
                           std::string_view mode_name);
 

@@ -237,6 +237,7 @@ std::string VerdictName(int exit_code) {
 }
 
 std::string VerdictName(const RunSummary& s, int exit_code) {
+  if (exit_code == kExitCouldNotRun && s.stopped == "connection-lost") return "connection-lost";
   if (exit_code == kExitCouldNotRun && s.io_errors) return "could-not-check";
   if (exit_code == kExitCouldNotRun && s.state_not_saved) return "state-not-saved";
   return VerdictName(exit_code);

@@ -38,7 +38,8 @@ struct RunSummary {
 
   // Partial runs (docs/nightly.md), filled by the engine:
   bool complete = true;            // every object of the repository was checked by this run
-  std::string stopped;             // why it ended early: "" (it did not), "signal", "time-budget"
+  std::string stopped;             // why it ended early: "" (it did not), "signal", "time-budget",
+                                   // "connection-lost" (a remote store's connection)
   std::string subset;              // the slice read, "3/7" ("" none)
   std::string subset_label;        // how it was chosen: "3/7", "3/7 (daily/week, 2026-12-02, Wednesday)"
   double sample_fraction = 0;      // --sample: the share of objects sampled (0: no sample)

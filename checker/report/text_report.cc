@@ -192,6 +192,7 @@ std::string FormatPartialSuffix(const RunSummary& s) {
   if (s.sample_fraction > 0) parts.push_back(fmt::format("sample {:.4g}% (seed {})", s.sample_fraction * 100, s.sample_seed));
   if (s.stopped == "time-budget") parts.push_back("stopped by the time budget (" + FormatDuration(s.max_duration_s) + ")");
   if (s.stopped == "signal") parts.push_back("stopped by a signal");
+  if (s.stopped == "connection-lost") parts.push_back("stopped: the connection to the repository's server was lost");
   if (s.units_not_due) {
     parts.push_back(fmt::format("{} {} verified within --max-age left out", FormatCount(s.units_not_due),
                                 s.units_not_due == 1 ? s.unit_noun : nouns));

@@ -30,7 +30,7 @@ constexpr Generation kGenerations[] = {
 
 CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progress, const io::Env& env) {
   CheckOutcome out;
-  out.summary.repository = options.repository;
+  out.summary.repository = options.RepositoryName();
   Result<repo::DetectedFormat> format = repo::DetectFormat(env, options.repository);
   if (!format.ok()) {
     out.status = format.status();

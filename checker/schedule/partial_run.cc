@@ -492,7 +492,9 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
       warnings.push_back("the repository id is unknown: this run reads no state and saves none");
     } else {
       // One state per repository id and path: a copy elsewhere has the same id (unit_state.h).
-      const std::string path = CanonicalRepositoryPath(opts_.repository);
+      // A remote repository is named by its URL (a path alone could be any server's).
+      const std::string path = opts_.repository_url.empty() ? CanonicalRepositoryPath(opts_.repository)
+                                                            : opts_.repository_url;
       Result<StateDir::Opened> opened = StateDir::Open(opts_.state_dir, plan.repository_id, path);
       if (!opened.ok()) return opened.status();
       for (std::string& w : opened->warnings) warnings.push_back(std::move(w));

@@ -9,9 +9,9 @@
 
 namespace borgcheck::repo {
 
-Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& repo_path, const RepoConfig& config,
+Result<crypto::KeyMaterial> LoadBorg1Key(const std::string& repo_path, const RepoConfig& config,
                                          crypto::KeyMode mode, std::string* used) {
-  Result<keys::KeyText> located = keys::LocateKey(env, repo_path, config.id_hex, {keys::KeysDirectory()},
+  Result<keys::KeyText> located = keys::LocateKey(repo_path, config.id_hex, {keys::KeysDirectory()},
                                                   crypto::KeyInKeyFile(mode), config.key_base64,
                                                   crypto::KeyModeName(mode));
   if (!located.ok()) return located.status();

@@ -19,7 +19,7 @@ namespace borgcheck::repo {
 // kRepoKeyNotFound, kWrongPassphrase, kNoPassphrase, kPasscommandFailed,
 // kPasswordRetriesExceeded, kCorruptMetadata (a malformed key blob). `used` (if given) is set
 // to where the key came from: "config" or the key file's path.
-Result<crypto::KeyMaterial> LoadBorg1Key(const io::Env& env, const std::string& repo_path, const RepoConfig& config,
+Result<crypto::KeyMaterial> LoadBorg1Key(const std::string& repo_path, const RepoConfig& config,
                                          crypto::KeyMode mode, std::string* used = nullptr);
 
 }  // namespace borgcheck::repo

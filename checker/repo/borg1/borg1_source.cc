@@ -218,7 +218,7 @@ Status Borg1Source::LoadKey(engine::Plan& plan) {
   mode_ = *mode;
   if (!crypto::NeedsKey(mode_)) return Status::Ok();
   std::string where;
-  Result<crypto::KeyMaterial> key = LoadBorg1Key(env_, plan_.path, config_, mode_, &where);
+  Result<crypto::KeyMaterial> key = LoadBorg1Key(plan_.path, config_, mode_, &where);
   if (!key.ok()) return key.status();
   plan.notes.push_back("key: " + where);  // as every generation says which key it used
   key_ = std::move(key).value();

@@ -21,9 +21,9 @@ std::vector<std::string> Borg2b5KeysDirectories() {
   return {EnvVar("HOME") + "/.config/borg/keys"};
 }
 
-Result<LoadedBorg2Key> LoadBorg2b5Key(const io::Env& env, const std::string& repo_path, const Borg2Config& config,
+Result<LoadedBorg2Key> LoadBorg2b5Key(const std::string& repo_path, const Borg2Config& config,
                                       const crypto::Borg2KeyType& type) {
-  Result<keys::KeyText> located = keys::LocateKey(env, repo_path, config.id_hex, Borg2b5KeysDirectories(),
+  Result<keys::KeyText> located = keys::LocateKey(repo_path, config.id_hex, Borg2b5KeysDirectories(),
                                                   type.location == crypto::Borg2KeyLocation::kKeyFile,
                                                   config.key_base64, type.name);
   if (!located.ok()) return located.status();

@@ -34,7 +34,7 @@ struct LoadedBorg2Key {
 // kRepoKeyNotFound, kWrongPassphrase, kNoPassphrase, kPasscommandFailed,
 // kPasswordRetriesExceeded, kCorruptMetadata (a malformed blob, key material that does not fit
 // `type`), kUnsupported (a key format we do not know).
-Result<LoadedBorg2Key> LoadBorg2b5Key(const io::Env& env, const std::string& repo_path, const Borg2Config& config,
+Result<LoadedBorg2Key> LoadBorg2b5Key(const std::string& repo_path, const Borg2Config& config,
                                       const crypto::Borg2KeyType& type);
 
 }  // namespace borgcheck::repo

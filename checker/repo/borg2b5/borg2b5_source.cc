@@ -169,7 +169,7 @@ Status Borg2b5Source::LoadKey(engine::Plan& plan) {
   }
   type_ = crypto::Borg2b5KeyTypeFromByte(*chosen);
   if (!type_->needs_key()) return Status::Ok();
-  Result<LoadedBorg2Key> key = LoadBorg2b5Key(env_, plan_.path, plan_.config, *type_);
+  Result<LoadedBorg2Key> key = LoadBorg2b5Key(plan_.path, plan_.config, *type_);
   if (!key.ok()) return key.status();
   key_ = std::move(key).value();
   if (key_->material.repository_id != plan_.config.id) {  // a repokey of another id (keys/key_identity.h)

@@ -70,7 +70,7 @@ bool ParseCandidate(const std::string& text, const std::string& id_hex, Candidat
 Result<std::vector<Candidate>> FindCandidates(const io::Env& env, const BorgstoreLayout& layout) {
   std::vector<Candidate> out;
   Result<std::vector<keys::KeyFile>> files =
-      keys::FindKeyFiles(env, layout.path, layout.id_hex, {keys::KeysDirectory()});
+      keys::FindKeyFiles(layout.path, layout.id_hex, {keys::KeysDirectory()});
   if (!files.ok()) return files.status();
   for (const keys::KeyFile& f : *files) {
     Candidate c;
