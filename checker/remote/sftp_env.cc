@@ -1,0 +1,960 @@
+// SftpEnv: io::Env over SFTP v3 through spawned ssh processes (see sftp_env.h).
+//
+// Structure: an SftpEnv::Impl owns N Connections (shared with the Files opened on them, so a
+// File that outlives its Env still closes its handle safely). A Connection owns one ssh child
+// (ChildProcess), one I/O thread and the table of outstanding requests. Callers register a
+// request (under mu_), write it (under write_mu_, never while holding mu_: the I/O thread
+// needs mu_ to hand replies over, and a server blocked writing to us must not stall it), and
+// wait on cv_. The I/O thread reads stdout into a PacketReader, parses each reply, copies DATA
+// into the caller's buffer and marks the request done, all under mu_.
+//
+// Writes to ssh's stdin go through a non-blocking fd polled in 100 ms steps that check for a
+// loss, so that no writer blocks after the connection is lost. EPIPE is handled as a loss
+// (main ignores SIGPIPE; the tests do too).
+#include "checker/remote/sftp_env.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "checker/base/text_escape.h"
+#include "checker/remote/sftp_protocol.h"
+#include "checker/remote/ssh_process.h"
+
+namespace borgcheck::remote {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr size_t kStderrTailBytes = 4096;
+constexpr size_t kSmallRead = 64 * 1024;      // reads below this go through the read-ahead block
+constexpr size_t kReadAheadBytes = 256 * 1024;
+constexpr size_t kMaxListEntries = 4000000;   // a server that never ends a READDIR loop
+constexpr auto kTick = std::chrono::milliseconds(100);
+constexpr auto kKillGrace = std::chrono::seconds(2);
+constexpr auto kStderrAfterEof = std::chrono::milliseconds(500);
+
+Status WithPath(const std::string& path, const Status& s) {
+  return Status(s.code(), path + ": " + s.message());
+}
+
+std::string Seconds(std::chrono::milliseconds d) {
+  const long long ms = d.count();
+  std::string s = std::to_string(ms / 1000);
+  if (ms % 1000 != 0) {
+    std::string frac = std::to_string(ms % 1000);
+    frac.insert(0, 3 - frac.size(), '0');
+    while (!frac.empty() && frac.back() == '0') frac.pop_back();
+    s += "." + frac;
+  }
+  return s;
+}
+
+std::string ServerMessage(const sftp::StatusReply& r) {
+  if (!r.message.empty()) return EscapeText(r.message);
+  switch (r.code) {
+    case sftp::kFxEof: return "End of file";
+    case sftp::kFxNoSuchFile: return "No such file";
+    case sftp::kFxPermissionDenied: return "Permission denied";
+    case sftp::kFxFailure: return "Failure";
+    default: return "SFTP error " + std::to_string(r.code);
+  }
+}
+
+// A STATUS reply to a request on `path`: NO_SUCH_FILE -> kNotFound, the rest kIoError.
+Status ServerError(const std::string& path, const sftp::StatusReply& r) {
+  return Status(r.code == sftp::kFxNoSuchFile ? StatusCode::kNotFound : StatusCode::kIoError,
+                path + ": " + ServerMessage(r));
+}
+
+io::EntryType TypeOf(const sftp::Attrs& a) {
+  if (!a.has_permissions()) return io::EntryType::kOther;
+  switch (a.permissions & 0170000u) {
+    case 0100000u: return io::EntryType::kRegular;
+    case 0040000u: return io::EntryType::kDirectory;
+    default: return io::EntryType::kOther;
+  }
+}
+
+bool IsLink(const sftp::Attrs& a) { return a.has_permissions() && (a.permissions & 0170000u) == 0120000u; }
+
+io::FileStat ToFileStat(const sftp::Attrs& a) {
+  io::FileStat s;
+  s.type = TypeOf(a);
+  s.size = a.size;
+  s.mtime_ns = int64_t(a.mtime) * 1000000000;
+  s.type_name = a.has_permissions() ? sftp::TypeName(a.permissions) : "special file";
+  return s;
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  if (!dir.empty() && dir.back() == '/') return dir + name;
+  return dir + "/" + name;
+}
+
+// The first loss among an Env's connections (SftpEnv::Lost). Shared by the Env and its
+// connections; safe for concurrent use (mu).
+struct LossLog {
+  std::mutex mu;
+  Status first;
+  void Record(const Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (first.ok()) first = s;
+  }
+  Status Get() {
+    std::lock_guard<std::mutex> lock(mu);
+    return first;
+  }
+};
+
+// One request a caller waits for. Owned by the caller; while it is registered in
+// Connection::pending_ the I/O thread fills it, under Connection::mu_ (and so does the caller
+// read it).
+struct Pending {
+  uint32_t id = 0;
+  // READ requests: where the DATA goes, at most `want` bytes; `offset` is the caller's own
+  // bookkeeping (relative to its buffer).
+  uint8_t* dst = nullptr;
+  uint32_t want = 0;
+  uint64_t offset = 0;
+  // Results, set by the I/O thread.
+  bool done = false;
+  uint8_t type = 0;            // the reply's type; 0 when the connection was lost first
+  std::string body;            // non-READ requests: the whole reply (type and id included)
+  uint32_t got = 0;            // READ: DATA bytes copied to dst
+  sftp::StatusReply status;    // READ: a STATUS reply
+};
+
+enum class LossKind { kNone, kEof, kTimeout, kProtocol, kWrite };
+
+// One ssh process and its SFTP session. Thread contract: every public method is safe for
+// concurrent use, except Start/AwaitVersion (one thread, before the connection is shared) and
+// Shutdown (the last user). mu_ guards the request table, the in-flight count, the loss and
+// the stderr tail; write_mu_ guards writes to (and the closing of) ssh's stdin; the I/O thread
+// owns the PacketReader and the read ends of stdout and stderr.
+class Connection {
+ public:
+  Connection(std::string host, const SftpOptions& options, std::shared_ptr<LossLog> log)
+      : host_(std::move(host)), timeout_(options.timeout), in_flight_limit_(options.in_flight_bytes),
+        log_(std::move(log)) {}
+  ~Connection() { (void)Shutdown(); }
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Spawns argv, starts the I/O thread and sends INIT.
+  Status Start(const std::vector<std::string>& argv) {
+    argv0_ = argv.empty() ? "" : argv[0];
+    Result<std::unique_ptr<ChildProcess>> p = ChildProcess::Spawn(argv);
+    if (!p.ok()) return p.status();
+    proc_ = std::move(*p);
+    const int fl = ::fcntl(proc_->stdin_fd(), F_GETFL);
+    if (fl >= 0) (void)::fcntl(proc_->stdin_fd(), F_SETFL, fl | O_NONBLOCK);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      awaiting_version_ = true;
+      pending_since_ = Clock::now();
+    }
+    io_ = std::thread([this] { IoLoop(); });
+    (void)Send(sftp::EncodeInit(3));  // a failure is a loss: AwaitVersion says why
+    return Status::Ok();
+  }
+
+  // Waits for VERSION 3. On failure shuts the connection down and says why (sftp_env.h).
+  Status AwaitVersion() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return version_received_ || !lost_.ok(); });
+    if (lost_.ok()) {
+      if (version_ == 3) {
+        established_ = true;
+        return Status::Ok();
+      }
+      const uint32_t v = version_;
+      lock.unlock();
+      (void)Shutdown();
+      return Status(StatusCode::kIoError, "connection to " + host_ + " failed: the server speaks SFTP version " +
+                                              std::to_string(v) + ", not 3");
+    }
+    const LossKind kind = loss_kind_;
+    const Status lost = lost_;
+    lock.unlock();
+    const int ws = Shutdown();
+    if (kind != LossKind::kEof && kind != LossKind::kWrite) return lost;
+    const std::string tail = TailSuffix();
+    if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
+      return Status(StatusCode::kIoError, "could not run \"" + EscapeText(argv0_) + "\": exit status 127" + tail);
+    }
+    return Status(StatusCode::kIoError, "connection to " + host_ + " failed: ssh ended with " +
+                                            ChildProcess::DescribeWaitStatus(ws) + tail);
+  }
+
+  // Sends the request make(id) and waits for its reply: the whole reply body.
+  Result<std::string> Call(const std::function<std::string(uint32_t)>& make) {
+    Pending p;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!lost_.ok()) return lost_;
+      Register(&p, 0);
+    }
+    Status s = Send(make(p.id));
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!s.ok()) {
+      Abandon(&p);
+      return s;
+    }
+    cv_.wait(lock, [&] { return p.done || !lost_.ok(); });
+    if (!p.done || p.type == 0) return lost_;
+    return std::move(p.body);
+  }
+
+  // Sends make(id) without waiting; the reply is discarded (CLOSE).
+  void SendAndForget(const std::function<std::string(uint32_t)>& make) {
+    uint32_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!lost_.ok()) return;
+      id = NewId();
+      AddSlot(id, nullptr, 0);
+    }
+    (void)Send(make(id));
+  }
+
+  // Reads up to n bytes at offset of `handle` into dst: pipelined READs of at most 255 KiB,
+  // bounded by the in-flight limit. Returns how many bytes from the start were read: n, or
+  // fewer when the server said EOF. A STATUS other than EOF: kIoError "read error: MESSAGE".
+  Result<size_t> ReadRange(const std::string& handle, uint64_t offset, size_t n, uint8_t* dst) {
+    struct Piece {
+      uint64_t off;
+      uint32_t len;
+    };
+    std::deque<Piece> todo;
+    for (uint64_t off = 0; off < n;) {
+      const uint32_t len = uint32_t(std::min<uint64_t>(sftp::kMaxReadLength, n - off));
+      todo.push_back({off, len});
+      off += len;
+    }
+    std::vector<std::unique_ptr<Pending>> active;
+    uint64_t eof_at = n;  // the smallest offset at which the server said EOF
+    Status error;
+    std::vector<Pending*> to_send;
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      if (!lost_.ok()) {
+        active.clear();  // LoseLocked has emptied the table: nothing refers to them
+        return lost_;
+      }
+      // Completions.
+      for (size_t i = 0; i < active.size();) {
+        Pending& p = *active[i];
+        if (!p.done) {
+          ++i;
+          continue;
+        }
+        if (p.type == sftp::kData) {
+          if (p.got == 0) {
+            eof_at = std::min(eof_at, p.offset);  // an empty DATA would loop forever: EOF
+          } else if (p.got < p.want) {
+            todo.push_front({p.offset + p.got, p.want - p.got});  // ask again for the rest
+          }
+        } else if (p.status.code == sftp::kFxEof) {
+          eof_at = std::min(eof_at, p.offset);
+        } else if (error.ok()) {
+          error = Status(StatusCode::kIoError, "read error: " + ServerMessage(p.status));
+        }
+        active[i] = std::move(active.back());
+        active.pop_back();
+      }
+      if (!error.ok()) {
+        for (auto& p : active) Abandon(p.get());
+        return error;
+      }
+      // New requests, while there is room (one always goes when nothing is in flight).
+      to_send.clear();
+      while (!todo.empty()) {
+        const Piece piece = todo.front();
+        if (piece.off >= eof_at) {
+          todo.pop_front();
+          continue;
+        }
+        if (in_flight_ != 0 && in_flight_ + piece.len > in_flight_limit_) break;
+        todo.pop_front();
+        auto p = std::make_unique<Pending>();
+        p->dst = dst + piece.off;
+        p->want = piece.len;
+        p->offset = piece.off;
+        Register(p.get(), piece.len);
+        to_send.push_back(p.get());
+        active.push_back(std::move(p));
+      }
+      if (!to_send.empty()) {
+        // The packets are built while mu_ is held (ids and offsets are ours), written without it.
+        std::string packets;
+        for (Pending* p : to_send) packets += sftp::EncodeRead(p->id, handle, offset + p->offset, p->want);
+        lock.unlock();
+        Status s = Send(packets);
+        lock.lock();
+        if (!s.ok()) continue;  // lost: the top of the loop returns it
+      }
+      if (active.empty() && todo.empty()) break;
+      if (active.empty() && !todo.empty() && todo.front().off >= eof_at) continue;
+      cv_.wait(lock, [&] {
+        if (!lost_.ok()) return true;
+        for (auto& p : active) {
+          if (p->done) return true;
+        }
+        return !todo.empty() && (in_flight_ == 0 || in_flight_ + todo.front().len <= in_flight_limit_);
+      });
+    }
+    return size_t(eof_at);
+  }
+
+  // A reply that makes no sense for its request (seen by a caller): the connection is lost.
+  void ProtocolError(const std::string& reason) {
+    std::lock_guard<std::mutex> lock(mu_);
+    LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "protocol error: " + reason));
+  }
+
+  Status lost() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lost_;
+  }
+
+  // Closes ssh's stdin (the first step of a shutdown; several connections close in parallel).
+  void CloseInput() {
+    std::lock_guard<std::mutex> lock(write_mu_);
+    if (proc_) proc_->CloseStdin();
+  }
+
+  // Closes stdin, waits for ssh (2 s, SIGTERM, 2 s, SIGKILL), stops the I/O thread. Returns the
+  // wait status. Idempotent; the last user only.
+  int Shutdown() {
+    if (!proc_) return 0;
+    CloseInput();
+    const int ws = proc_->Terminate(kKillGrace);
+    stop_.store(true);
+    if (io_.joinable()) io_.join();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (lost_.ok()) LoseLocked(LossKind::kEof, Status(StatusCode::kIoError, Prefix() + "closed"), false);
+    }
+    proc_.reset();  // closes the fds: nobody uses them any more
+    return ws;
+  }
+
+  std::atomic<int> open_files{0};
+
+ private:
+  struct Slot {
+    Pending* p;         // nullptr: the reply is discarded (a CLOSE, or an abandoned READ)
+    uint32_t read_len;  // bytes counted in in_flight_
+  };
+
+  uint32_t NewId() {
+    while (pending_.count(next_id_) != 0) ++next_id_;
+    return next_id_++;
+  }
+  void AddSlot(uint32_t id, Pending* p, uint32_t read_len) {
+    if (pending_.empty()) pending_since_ = Clock::now();
+    pending_.emplace(id, Slot{p, read_len});
+    in_flight_ += read_len;
+  }
+  // Under mu_.
+  void Register(Pending* p, uint32_t read_len) {
+    p->id = NewId();
+    AddSlot(p->id, p, read_len);
+  }
+  // Under mu_: the caller gives up on p; its reply, if any, is discarded.
+  void Abandon(Pending* p) {
+    auto it = pending_.find(p->id);
+    if (it != pending_.end() && it->second.p == p) it->second.p = nullptr;
+  }
+
+  std::string Prefix() const {  // under mu_
+    return "connection to " + host_ + (established_ ? " lost: " : " failed: ");
+  }
+
+  // ": <the last lines ssh wrote to stderr, escaped>" or "".
+  std::string TailSuffix() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return TailSuffixLocked();
+  }
+  std::string TailSuffixLocked() const {
+    std::string_view t = stderr_tail_;
+    if (tail_truncated_) {  // begin at a line
+      const size_t nl = t.find('\n');
+      if (nl != std::string_view::npos && nl + 1 < t.size()) t.remove_prefix(nl + 1);
+    }
+    while (!t.empty() && (t.back() == '\n' || t.back() == '\r' || t.back() == ' ' || t.back() == '\t')) {
+      t.remove_suffix(1);
+    }
+    while (!t.empty() && (t.front() == '\n' || t.front() == '\r')) t.remove_prefix(1);
+    return t.empty() ? "" : ": " + EscapeText(t);
+  }
+
+  // Under mu_: the first loss wins; every waiting request is failed and woken.
+  void LoseLocked(LossKind kind, Status why, bool record = true) {
+    if (!lost_.ok()) return;
+    lost_ = std::move(why);
+    loss_kind_ = kind;
+    lost_flag_.store(true);
+    for (auto& [id, slot] : pending_) {
+      if (slot.p != nullptr) slot.p->done = true;  // type stays 0: lost
+    }
+    pending_.clear();
+    in_flight_ = 0;
+    if (record) log_->Record(lost_);
+    cv_.notify_all();
+    if ((kind == LossKind::kTimeout || kind == LossKind::kProtocol) && proc_) {
+      // Stop the server: a stalled or confused one must not linger. After an EOF or a failed
+      // write ssh is ending by itself (and its exit status is wanted).
+      proc_->Signal(SIGTERM);
+      term_sent_ = Clock::now();
+    }
+  }
+
+  Status Send(const std::string& packet) {
+    std::lock_guard<std::mutex> w(write_mu_);
+    size_t off = 0;
+    while (off < packet.size()) {
+      if (lost_flag_.load()) return lost();
+      const int fd = proc_ ? proc_->stdin_fd() : -1;
+      if (fd < 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        LoseLocked(LossKind::kWrite, Status(StatusCode::kIoError, Prefix() + "closed"));
+        return lost_;
+      }
+      const ssize_t r = ::write(fd, packet.data() + off, packet.size() - off);
+      if (r > 0) {
+        off += size_t(r);
+        continue;
+      }
+      if (r < 0 && errno == EINTR) continue;
+      if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+        pollfd pfd{fd, POLLOUT, 0};
+        (void)::poll(&pfd, 1, int(kTick.count()));
+        continue;
+      }
+      const int e = r < 0 ? errno : EIO;
+      std::lock_guard<std::mutex> lock(mu_);
+      LoseLocked(LossKind::kWrite, Status(StatusCode::kIoError, Prefix() + "could not write to ssh: " +
+                                                                     std::strerror(e) + TailSuffixLocked()));
+      return lost_;
+    }
+    return Status::Ok();
+  }
+
+  // Under mu_: one reply from the server.
+  void HandlePacket(std::string_view body) {
+    if (!version_received_) {
+      if (body.empty() || uint8_t(body[0]) != sftp::kVersion) {
+        LoseLocked(LossKind::kProtocol,
+                   Status(StatusCode::kIoError, Prefix() + "protocol error: the first reply is not VERSION"));
+        return;
+      }
+      Result<uint32_t> v = sftp::ParseVersion(body);
+      if (!v.ok()) {
+        LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "protocol error: " + v.status().message()));
+        return;
+      }
+      version_ = *v;
+      version_received_ = true;
+      awaiting_version_ = false;
+      return;
+    }
+    sftp::ReplyHeader h;
+    if (!sftp::ParseReplyHeader(body, &h)) {
+      LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "protocol error: a reply of " +
+                                                                        std::to_string(body.size()) + " bytes"));
+      return;
+    }
+    // Every reply is checked here, whoever waits for it: a malformed one ends the connection.
+    Status bad;
+    std::string_view data;
+    switch (h.type) {
+      case sftp::kStatus: bad = sftp::ParseStatus(body).status(); break;
+      case sftp::kHandle: bad = sftp::ParseHandle(body).status(); break;
+      case sftp::kName: bad = sftp::ParseName(body).status(); break;
+      case sftp::kAttrs: bad = sftp::ParseAttrsReply(body).status(); break;
+      case sftp::kData: {
+        Result<std::string_view> d = sftp::ParseData(body);
+        if (d.ok()) data = *d;
+        bad = d.status();
+        break;
+      }
+      default: bad = Status(StatusCode::kIoError, "a reply of unknown type " + std::to_string(h.type));
+    }
+    if (!bad.ok()) {
+      LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "protocol error: " + bad.message()));
+      return;
+    }
+    auto it = pending_.find(h.id);
+    if (it == pending_.end()) return;  // nobody asked (a late reply): ignored
+    const Slot slot = it->second;
+    if (slot.read_len > 0) {  // a READ: DATA or STATUS only, DATA no longer than asked
+      if (h.type == sftp::kData && data.size() > slot.read_len) {
+        LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "protocol error: " +
+                                                                          std::to_string(data.size()) +
+                                                                          " bytes of DATA for a READ of " +
+                                                                          std::to_string(slot.read_len)));
+        return;
+      }
+      if (h.type != sftp::kData && h.type != sftp::kStatus) {
+        LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "protocol error: a reply of type " +
+                                                                          std::to_string(h.type) + " to a READ"));
+        return;
+      }
+    }
+    pending_.erase(it);
+    in_flight_ -= slot.read_len;
+    Pending* p = slot.p;
+    if (p == nullptr) return;
+    p->type = h.type;
+    if (slot.read_len > 0) {
+      if (h.type == sftp::kData) {
+        if (!data.empty()) std::memcpy(p->dst, data.data(), data.size());
+        p->got = uint32_t(data.size());
+      } else {
+        Result<sftp::StatusReply> st = sftp::ParseStatus(body);
+        if (st.ok()) p->status = std::move(*st);
+      }
+    } else {
+      p->body.assign(body);
+    }
+    p->done = true;
+  }
+
+  // The I/O thread: reads stdout (replies) and stderr (kept as the tail), detects EOF and the
+  // timeout. Never throws out (an exception would end the process): a failure is a loss.
+  void IoLoop() {
+    try {
+      IoLoopBody();
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> lock(mu_);
+      LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "internal error: " + e.what()));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu_);
+      LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "internal error"));
+    }
+    // After an exception the pipes may still need draining until Shutdown: keep it simple and
+    // just wait for the stop (the child is being signalled).
+    while (!stop_.load()) std::this_thread::sleep_for(kTick);
+  }
+
+  void IoLoopBody() {
+    const int out_fd = proc_->stdout_fd();
+    const int err_fd = proc_->stderr_fd();
+    bool out_open = true, err_open = true, eof_reported = false, killed = false;
+    Clock::time_point out_eof_at{};
+    sftp::PacketReader reader;
+    char errbuf[4096];
+    while (!stop_.load()) {
+      pollfd fds[2];
+      nfds_t nfds = 0;
+      int out_i = -1, err_i = -1;
+      if (err_open) {
+        err_i = int(nfds);
+        fds[nfds++] = pollfd{err_fd, POLLIN, 0};
+      }
+      if (out_open) {
+        out_i = int(nfds);
+        fds[nfds++] = pollfd{out_fd, POLLIN, 0};
+      }
+      const int r = ::poll(nfds > 0 ? fds : nullptr, nfds, int(kTick.count()));
+      if (r < 0 && errno != EINTR) std::this_thread::sleep_for(kTick);
+      // stderr first: its last lines explain why stdout closed.
+      if (r > 0 && err_i >= 0 && fds[err_i].revents != 0) {
+        const ssize_t n = ::read(err_fd, errbuf, sizeof errbuf);
+        if (n > 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          stderr_tail_.append(errbuf, size_t(n));
+          if (stderr_tail_.size() > kStderrTailBytes) {
+            stderr_tail_.erase(0, stderr_tail_.size() - kStderrTailBytes);
+            tail_truncated_ = true;
+          }
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          err_open = false;
+        }
+      }
+      if (r > 0 && out_i >= 0 && fds[out_i].revents != 0) {
+        const ssize_t n = ::read(out_fd, reader.Space(), sftp::PacketReader::kReadChunk);
+        if (n > 0) {
+          reader.Commit(size_t(n));
+          std::lock_guard<std::mutex> lock(mu_);
+          last_recv_ = Clock::now();
+          if (lost_.ok()) {
+            std::string_view body;
+            Status error;
+            while (lost_.ok() && reader.Next(&body, &error)) HandlePacket(body);
+            if (!error.ok()) LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "protocol error: " + error.message()));
+            cv_.notify_all();
+          } else {
+            reader = sftp::PacketReader();  // lost: drain and drop, so that ssh never blocks
+          }
+        } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+          out_open = false;
+          out_eof_at = Clock::now();
+        }
+      }
+      const Clock::time_point now = Clock::now();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!out_open && !eof_reported && (!err_open || now - out_eof_at >= kStderrAfterEof)) {
+        eof_reported = true;
+        LoseLocked(LossKind::kEof, Status(StatusCode::kIoError, Prefix() + "ssh closed the connection" + TailSuffixLocked()));
+      }
+      if (lost_.ok() && (awaiting_version_ || !pending_.empty()) &&
+          now - std::max(last_recv_, pending_since_) >= timeout_) {
+        LoseLocked(LossKind::kTimeout, Status(StatusCode::kIoError, Prefix() + "no answer for " + Seconds(timeout_) + " s"));
+      }
+      if (!killed && term_sent_ != Clock::time_point{} && out_open && now - term_sent_ >= kKillGrace) {
+        killed = true;
+        proc_->Signal(SIGKILL);
+      }
+    }
+  }
+
+  const std::string host_;
+  const std::chrono::milliseconds timeout_;
+  const uint64_t in_flight_limit_;
+  const std::shared_ptr<LossLog> log_;
+  std::string argv0_;
+  std::unique_ptr<ChildProcess> proc_;  // set by Start; reset by Shutdown after the join
+  std::thread io_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> lost_flag_{false};  // lost_ is not ok (read by writers without mu_)
+
+  std::mutex write_mu_;  // serializes writes to ssh's stdin and its closing
+
+  std::mutex mu_;
+  std::condition_variable cv_;  // notified when replies arrive and on a loss
+  std::unordered_map<uint32_t, Slot> pending_;
+  uint32_t next_id_ = 1;
+  uint64_t in_flight_ = 0;
+  bool awaiting_version_ = false;
+  bool version_received_ = false;
+  uint32_t version_ = 0;
+  bool established_ = false;
+  Status lost_;
+  LossKind loss_kind_ = LossKind::kNone;
+  Clock::time_point pending_since_{};  // when the table last became non-empty
+  Clock::time_point last_recv_{};      // when bytes last came from the server
+  Clock::time_point term_sent_{};      // when a loss sent SIGTERM
+  std::string stderr_tail_;            // the last kStderrTailBytes ssh wrote to stderr
+  bool tail_truncated_ = false;
+};
+
+// An open file: one server handle on one connection. ReadAt may be called concurrently; the
+// read-ahead block is guarded by cache_mu_.
+class SftpFile final : public io::File {
+ public:
+  SftpFile(std::shared_ptr<Connection> conn, std::string handle, uint64_t size)
+      : conn_(std::move(conn)), handle_(std::move(handle)), size_(size) {
+    conn_->open_files.fetch_add(1);
+  }
+  ~SftpFile() override {
+    conn_->SendAndForget([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kClose, id, handle_); });
+    conn_->open_files.fetch_sub(1);
+  }
+  SftpFile(const SftpFile&) = delete;
+  SftpFile& operator=(const SftpFile&) = delete;
+
+  uint64_t size() const override { return size_; }
+
+  Status ReadAt(uint64_t offset, size_t n, uint8_t* dst) const override {
+    if (n == 0) return Status::Ok();
+    if (n < kSmallRead && offset < size_ && n <= size_ - offset) {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      if (offset >= cache_offset_ && offset - cache_offset_ + n <= cache_.size()) {
+        std::memcpy(dst, cache_.data() + (offset - cache_offset_), n);
+        return Status::Ok();
+      }
+      const size_t len = size_t(std::min<uint64_t>(std::max(n, kReadAheadBytes), size_ - offset));
+      cache_.resize(len);
+      Result<size_t> got = conn_->ReadRange(handle_, offset, len, cache_.data());
+      if (!got.ok()) {
+        cache_.clear();
+        return got.status();
+      }
+      cache_.resize(*got);
+      cache_offset_ = offset;
+      if (*got < n) return ShortRead(offset + *got);
+      std::memcpy(dst, cache_.data(), n);
+      return Status::Ok();
+    }
+    Result<size_t> got = conn_->ReadRange(handle_, offset, n, dst);
+    if (!got.ok()) return got.status();
+    if (*got < n) return ShortRead(offset + *got);
+    return Status::Ok();
+  }
+
+ private:
+  static Status ShortRead(uint64_t at) {
+    return Status(StatusCode::kIoError, "short read: file ended at " + std::to_string(at));
+  }
+
+  const std::shared_ptr<Connection> conn_;
+  const std::string handle_;
+  const uint64_t size_;
+  mutable std::mutex cache_mu_;  // guards the read-ahead block
+  mutable std::vector<uint8_t> cache_;
+  mutable uint64_t cache_offset_ = 0;
+};
+
+}  // namespace
+
+// Owned by the SftpEnv; the connections are shared with the Files opened on them.
+struct SftpEnv::Impl {
+  SftpTarget target;
+  SftpOptions options;
+  std::string root;
+  std::shared_ptr<LossLog> loss = std::make_shared<LossLog>();
+  std::vector<std::shared_ptr<Connection>> conns;
+  mutable std::atomic<unsigned> next{0};
+
+  ~Impl() {
+    for (auto& c : conns) c->CloseInput();  // every ssh sees EOF at once
+    conns.clear();
+  }
+
+  Connection& Any() const { return *conns[next.fetch_add(1) % conns.size()]; }
+
+  const std::shared_ptr<Connection>& LeastLoaded() const {
+    size_t best = 0;
+    for (size_t i = 1; i < conns.size(); ++i) {
+      if (conns[i]->open_files.load() < conns[best]->open_files.load()) best = i;
+    }
+    return conns[best];
+  }
+
+  static Result<sftp::Attrs> StatOn(Connection& c, uint8_t type, const std::string& path) {
+    Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodePathRequest(type, id, path); });
+    if (!body.ok()) return WithPath(path, body.status());
+    const uint8_t t = uint8_t((*body)[0]);
+    if (t == sftp::kAttrs) {
+      Result<sftp::Attrs> a = sftp::ParseAttrsReply(*body);
+      if (a.ok()) return *a;
+    } else if (t == sftp::kStatus) {
+      Result<sftp::StatusReply> st = sftp::ParseStatus(*body);
+      if (st.ok()) return ServerError(path, *st);
+    }
+    c.ProtocolError("a reply of type " + std::to_string(t) + " to a stat");
+    return WithPath(path, c.lost());
+  }
+
+  // A reply that must be a HANDLE (OPEN, OPENDIR).
+  static Result<std::string> HandleOf(Connection& c, const std::string& path, const Result<std::string>& body,
+                                      sftp::StatusReply* status) {
+    if (!body.ok()) return WithPath(path, body.status());
+    const uint8_t t = uint8_t((*body)[0]);
+    if (t == sftp::kHandle) {
+      Result<std::string> h = sftp::ParseHandle(*body);
+      if (h.ok()) return h;
+    } else if (t == sftp::kStatus) {
+      Result<sftp::StatusReply> st = sftp::ParseStatus(*body);
+      if (st.ok()) {
+        *status = *st;
+        return ServerError(path, *st);
+      }
+    }
+    c.ProtocolError("a reply of type " + std::to_string(t) + " to an open");
+    return WithPath(path, c.lost());
+  }
+
+  static void Close(Connection& c, const std::string& handle) {
+    c.SendAndForget([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kClose, id, handle); });
+  }
+};
+
+SftpEnv::SftpEnv(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+SftpEnv::~SftpEnv() = default;
+
+Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, const std::string& path,
+                                                  const SftpOptions& options) {
+  if (options.connections < 1 || options.connections > 16) {
+    return Status(StatusCode::kInvalidArgument, "connections must be 1 to 16, not " + std::to_string(options.connections));
+  }
+  if (target.rsh.empty() || target.rsh[0].empty()) return Status(StatusCode::kInvalidArgument, "no ssh command");
+  if (target.host.empty() || target.host[0] == '-') {
+    return Status(StatusCode::kInvalidArgument, "invalid host \"" + EscapeText(target.host) + "\"");
+  }
+  std::vector<std::string> argv = target.rsh;
+  if (target.port != 0) {
+    argv.push_back("-p");
+    argv.push_back(std::to_string(target.port));
+  }
+  argv.push_back("-s");
+  argv.push_back(target.user.empty() ? target.host : target.user + "@" + target.host);
+  argv.push_back("sftp");
+
+  auto impl = std::make_unique<Impl>();
+  impl->target = target;
+  impl->options = options;
+  for (unsigned i = 0; i < options.connections; ++i) {
+    auto c = std::make_shared<Connection>(target.host, options, impl->loss);
+    Status s = c->Start(argv);
+    if (!s.ok()) return s;
+    impl->conns.push_back(std::move(c));
+  }
+  for (auto& c : impl->conns) {
+    Status s = c->AwaitVersion();
+    if (!s.ok()) return s;
+  }
+
+  const std::string asked = path.empty() ? "." : path;
+  Connection& c = *impl->conns[0];
+  Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodePathRequest(sftp::kRealpath, id, asked); });
+  if (!body.ok()) return WithPath(asked, body.status());
+  const uint8_t t = uint8_t((*body)[0]);
+  if (t == sftp::kName) {
+    Result<std::vector<sftp::NameEntry>> names = sftp::ParseName(*body);
+    if (names.ok() && names->size() == 1) {
+      impl->root = (*names)[0].name;
+    } else {
+      return Status(StatusCode::kIoError, asked + ": connection to " + target.host +
+                                              " lost: protocol error: REALPATH did not answer one name");
+    }
+  } else if (t == sftp::kStatus) {
+    Result<sftp::StatusReply> st = sftp::ParseStatus(*body);
+    if (!st.ok()) return WithPath(asked, st.status());
+    if (st->code != sftp::kFxNoSuchFile) return ServerError(asked, *st);
+    impl->root = path;
+  } else {
+    c.ProtocolError("a reply of type " + std::to_string(t) + " to REALPATH");
+    return WithPath(asked, c.lost());
+  }
+  return std::unique_ptr<SftpEnv>(new SftpEnv(std::move(impl)));
+}
+
+const std::string& SftpEnv::root() const { return impl_->root; }
+
+Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
+  const std::shared_ptr<Connection> conn = impl_->LeastLoaded();
+  Connection& c = *conn;
+  // STAT first: the server's open(2) of a FIFO would block it, and it serves one request at
+  // a time.
+  Result<sftp::Attrs> st = Impl::StatOn(c, sftp::kStat, path);
+  if (!st.ok()) return st.status();
+  if (TypeOf(*st) != io::EntryType::kRegular) {
+    return Status(StatusCode::kCorruptMetadata,
+                  path + ": is a " + (st->has_permissions() ? sftp::TypeName(st->permissions) : "special file") +
+                      ", not a regular file");
+  }
+  sftp::StatusReply status;
+  Result<std::string> handle = Impl::HandleOf(
+      c, path, c.Call([&](uint32_t id) { return sftp::EncodeOpenRead(id, path); }), &status);
+  if (!handle.ok()) return handle.status();
+  Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kFstat, id, *handle); });
+  Status error;
+  sftp::Attrs attrs;
+  if (!body.ok()) {
+    error = WithPath(path, body.status());
+  } else if (uint8_t((*body)[0]) == sftp::kAttrs && sftp::ParseAttrsReply(*body).ok()) {
+    attrs = *sftp::ParseAttrsReply(*body);
+    if (TypeOf(attrs) != io::EntryType::kRegular) {
+      error = Status(StatusCode::kCorruptMetadata,
+                     path + ": is a " + (attrs.has_permissions() ? sftp::TypeName(attrs.permissions) : "special file") +
+                         ", not a regular file");
+    } else if (!attrs.has_size()) {
+      error = Status(StatusCode::kIoError, path + ": the server did not say the file's size");
+    }
+  } else if (uint8_t((*body)[0]) == sftp::kStatus && sftp::ParseStatus(*body).ok()) {
+    error = Status(StatusCode::kIoError, path + ": " + ServerMessage(*sftp::ParseStatus(*body)));
+  } else {
+    c.ProtocolError("a reply of type " + std::to_string(uint8_t((*body)[0])) + " to FSTAT");
+    error = WithPath(path, c.lost());
+  }
+  if (!error.ok()) {
+    Impl::Close(c, *handle);
+    return error;
+  }
+  return std::unique_ptr<io::File>(new SftpFile(conn, std::move(*handle), attrs.size));
+}
+
+Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
+  Connection& c = impl_->Any();
+  sftp::StatusReply status;
+  Result<std::string> handle = Impl::HandleOf(
+      c, dir, c.Call([&](uint32_t id) { return sftp::EncodePathRequest(sftp::kOpendir, id, dir); }), &status);
+  if (!handle.ok()) {
+    if (!c.lost().ok()) return handle.status();
+    // OpenSSH answers NO_SUCH_FILE (ENOTDIR) or FAILURE for a file: STAT tells.
+    Result<sftp::Attrs> st = Impl::StatOn(c, sftp::kStat, dir);
+    if (st.ok() && TypeOf(*st) != io::EntryType::kDirectory) {
+      return Status(StatusCode::kCorruptMetadata, dir + ": not a directory");
+    }
+    if (!st.ok() && st.status().code() == StatusCode::kNotFound) return st.status();
+    return handle.status();
+  }
+  std::vector<io::DirEntry> out;
+  std::vector<size_t> to_follow;  // symlinks and entries of unknown type
+  Status error;
+  for (;;) {
+    Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kReaddir, id, *handle); });
+    if (!body.ok()) return WithPath(dir, body.status());
+    const uint8_t t = uint8_t((*body)[0]);
+    if (t == sftp::kStatus) {
+      Result<sftp::StatusReply> st = sftp::ParseStatus(*body);
+      if (st.ok() && st->code == sftp::kFxEof) break;
+      error = st.ok() ? Status(StatusCode::kIoError, dir + ": " + ServerMessage(*st)) : WithPath(dir, st.status());
+      break;
+    }
+    Result<std::vector<sftp::NameEntry>> names =
+        t == sftp::kName ? sftp::ParseName(*body) : Result<std::vector<sftp::NameEntry>>(StatusCode::kIoError, "");
+    if (!names.ok()) {
+      c.ProtocolError("a reply of type " + std::to_string(t) + " to READDIR");
+      return WithPath(dir, c.lost());
+    }
+    for (sftp::NameEntry& n : *names) {
+      if (n.name == "." || n.name == "..") continue;
+      io::DirEntry e;
+      e.name = std::move(n.name);
+      e.type = TypeOf(n.attrs);
+      if (IsLink(n.attrs) || !n.attrs.has_permissions()) to_follow.push_back(out.size());
+      out.push_back(std::move(e));
+    }
+    if (out.size() > kMaxListEntries) {
+      error = Status(StatusCode::kIoError, dir + ": more than " + std::to_string(kMaxListEntries) + " entries");
+      break;
+    }
+  }
+  Impl::Close(c, *handle);
+  if (!error.ok()) return error;
+  for (size_t i : to_follow) {  // follow symlinks, as stat does
+    Result<sftp::Attrs> st = Impl::StatOn(c, sftp::kStat, Join(dir, out[i].name));
+    if (st.ok()) {
+      out[i].type = TypeOf(*st);
+    } else if (!c.lost().ok()) {
+      return WithPath(dir, c.lost());
+    }
+  }
+  return out;
+}
+
+Result<io::FileStat> SftpEnv::Stat(const std::string& path) const {
+  Result<sftp::Attrs> a = Impl::StatOn(impl_->Any(), sftp::kStat, path);
+  if (!a.ok()) return a.status();
+  return ToFileStat(*a);
+}
+
+Result<io::FileStat> SftpEnv::Lstat(const std::string& path) const {
+  Result<sftp::Attrs> a = Impl::StatOn(impl_->Any(), sftp::kLstat, path);
+  if (!a.ok()) return a.status();
+  return ToFileStat(*a);
+}
+
+unsigned SftpEnv::Connections() const { return impl_->options.connections; }
+
+Status SftpEnv::Lost() const { return impl_->loss->Get(); }
+
+}  // namespace borgcheck::remote

@@ -1,0 +1,519 @@
+// SftpEnv against the real OpenSSH SFTP server: the "ssh command" is a script written into a
+// temp folder that drops ssh's arguments (`-s HOST sftp`, appended by SftpEnv) and execs
+// /usr/lib/openssh/sftp-server, which speaks SFTP on stdin/stdout. No sshd is needed (the
+// tests against a real sshd are Python: tests/remote/). Other scripts stand in for an ssh
+// that cannot run, exits at once, stalls, or sends garbage.
+//
+// Every wait is bounded by a generous timeout; no test takes more than a few seconds.
+#include "checker/remote/sftp_env.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace borgcheck;
+using namespace borgcheck::remote;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const kSftpServer = "/usr/lib/openssh/sftp-server";
+
+// main() ignores SIGPIPE; so must the tests (a write to a closed pipe is an EPIPE, not death).
+const bool kSigpipeIgnored = [] {
+  ::signal(SIGPIPE, SIG_IGN);
+  return true;
+}();
+
+bool HaveServer() {
+  if (::access(kSftpServer, X_OK) == 0) return true;
+  WARN("no " << kSftpServer << ": SFTP tests skipped");
+  return false;
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/sftp_env_test.XXXXXX";
+    REQUIRE(::mkdtemp(tmpl) != nullptr);
+    path_ = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string RandomBytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (char& c : s) c = char(rng() & 0xff);
+  return s;
+}
+
+void WriteFile(const std::string& path, const std::string& bytes) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(bytes.data(), std::streamsize(bytes.size()));
+  REQUIRE(f.good());
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+// A script run as `/bin/sh SCRIPT -s testhost sftp`.
+SftpTarget ScriptTarget(const TempDir& dir, const std::string& body) {
+  const std::string script = dir.path() + "/fake-ssh";
+  WriteFile(script, body);
+  SftpTarget t;
+  t.rsh = {"/bin/sh", script};
+  t.host = "testhost";
+  return t;
+}
+
+// The real server, started in `root`; the script writes its pid (the sftp-server's, after
+// exec) into DIR/pid and its arguments into DIR/args.
+SftpTarget ServerTarget(const TempDir& dir, const std::string& root) {
+  return ScriptTarget(dir, "echo \"$@\" > '" + dir.path() + "/args'\n" + "echo $$ > '" + dir.path() +
+                               "/pid'\n" + "cd '" + root + "' || exit 1\n" + "exec " + kSftpServer + "\n");
+}
+
+std::unique_ptr<SftpEnv> MustConnect(const SftpTarget& t, const std::string& path, SftpOptions o = {}) {
+  Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, path, o);
+  INFO(env.status().message());
+  REQUIRE(env.ok());
+  return std::move(*env);
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+bool StartsWith(const std::string& s, const std::string& prefix) { return s.compare(0, prefix.size(), prefix) == 0; }
+
+}  // namespace
+
+TEST_CASE("sftp_env: SftpEnv reads whole files and ranges exactly as the local bytes", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  std::map<std::string, std::string> files;
+  uint32_t seed = 1;
+  for (size_t size : {size_t(0), size_t(1), size_t(255 * 1024 - 1), size_t(255 * 1024), size_t(255 * 1024 + 1),
+                      size_t(5 << 20)}) {
+    const std::string name = "f" + std::to_string(size);
+    files[name] = RandomBytes(size, seed++);
+    WriteFile(root + "/" + name, files[name]);
+  }
+  auto env = MustConnect(ServerTarget(dir, root), root);
+  CHECK(env->root() == fs::canonical(root).string());
+  CHECK(env->Connections() == 1);
+  CHECK(env->Lost().ok());
+
+  for (const auto& [name, bytes] : files) {
+    INFO(name);
+    Result<std::unique_ptr<io::File>> f = env->Open(root + "/" + name);
+    REQUIRE(f.ok());
+    REQUIRE((*f)->size() == bytes.size());
+    std::string got(bytes.size(), '\0');
+    REQUIRE((*f)->ReadAt(0, got.size(), reinterpret_cast<uint8_t*>(got.data())).ok());
+    CHECK(got == bytes);
+    Result<std::string> whole = env->ReadWholeFile(root + "/" + name, 10 << 20);
+    REQUIRE(whole.ok());
+    CHECK(*whole == bytes);
+  }
+
+  const std::string& big = files["f" + std::to_string(5 << 20)];
+  Result<std::unique_ptr<io::File>> f = env->Open(root + "/f" + std::to_string(5 << 20));
+  REQUIRE(f.ok());
+  SECTION("ranges at offsets, across READ boundaries") {
+    for (auto [off, n] : std::vector<std::pair<uint64_t, size_t>>{{0, 1},
+                                                                   {255 * 1024 - 3, 7},
+                                                                   {100, 300 * 1024},
+                                                                   {1 << 20, 2 << 20},
+                                                                   {(5 << 20) - 65536, 65536},
+                                                                   {(5 << 20) - 1, 1},
+                                                                   {12345, 64 * 1024 - 1}}) {
+      INFO(off << " " << n);
+      std::string got(n, '\0');
+      REQUIRE((*f)->ReadAt(off, n, reinterpret_cast<uint8_t*>(got.data())).ok());
+      CHECK(got == big.substr(off, n));
+    }
+  }
+  SECTION("a read past the end is a short read, small or large") {
+    for (auto [off, n] : std::vector<std::pair<uint64_t, size_t>>{
+             {(5 << 20) - 10, 20}, {(5 << 20) - 10, 1 << 20}, {(5 << 20) + 5, 3}, {(5 << 20) + 5, 100000}}) {
+      INFO(off << " " << n);
+      std::string got(n, '\0');
+      Status s = (*f)->ReadAt(off, n, reinterpret_cast<uint8_t*>(got.data()));
+      CHECK(s.code() == StatusCode::kIoError);
+      CHECK(s.message() == "short read: file ended at " + std::to_string(std::max<uint64_t>(off, 5 << 20)));
+    }
+    std::string tail(10, '\0');
+    REQUIRE((*f)->ReadAt((5 << 20) - 10, 10, reinterpret_cast<uint8_t*>(tail.data())).ok());
+    CHECK(tail == big.substr((5 << 20) - 10));
+  }
+  SECTION("many small reads through the read-ahead block equal pread") {
+    std::mt19937 rng(7);
+    for (int i = 0; i < 400; ++i) {
+      const size_t n = 1 + rng() % (i % 3 == 0 ? 65535 : 200);
+      const uint64_t off = i % 2 == 0 ? rng() % (big.size() - n) : (uint64_t(i) * 97) % (big.size() - n);
+      std::string got(n, '\0');
+      REQUIRE((*f)->ReadAt(off, n, reinterpret_cast<uint8_t*>(got.data())).ok());
+      REQUIRE(got == big.substr(off, n));
+    }
+    // A walk of headers, one small read at a time.
+    uint64_t off = 0;
+    while (off + 17 <= big.size() && off < (3 << 20)) {
+      std::string got(17, '\0');
+      REQUIRE((*f)->ReadAt(off, 17, reinterpret_cast<uint8_t*>(got.data())).ok());
+      REQUIRE(got == big.substr(off, 17));
+      off += 17 + (off % 5000);
+    }
+  }
+}
+
+TEST_CASE("sftp_env: SftpEnv lists, stats and refuses what is not a regular file", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directories(root + "/data/0");
+  WriteFile(root + "/config", "[repository]\n");
+  WriteFile(root + "/data/0/1", std::string(1000, 'x'));
+  fs::create_symlink("config", root + "/link-to-file");
+  fs::create_symlink("data", root + "/link-to-dir");
+  fs::create_symlink("nowhere", root + "/dangling");
+  REQUIRE(::mkfifo((root + "/fifo").c_str(), 0600) == 0);
+  auto env = MustConnect(ServerTarget(dir, root), root);
+
+  SECTION("List") {
+    Result<std::vector<io::DirEntry>> l = env->List(root);
+    REQUIRE(l.ok());
+    std::map<std::string, io::EntryType> got;
+    for (const io::DirEntry& e : *l) got[e.name] = e.type;
+    CHECK(got == std::map<std::string, io::EntryType>{{"config", io::EntryType::kRegular},
+                                                      {"data", io::EntryType::kDirectory},
+                                                      {"link-to-file", io::EntryType::kRegular},
+                                                      {"link-to-dir", io::EntryType::kDirectory},
+                                                      {"dangling", io::EntryType::kOther},
+                                                      {"fifo", io::EntryType::kOther}});
+    Result<std::vector<io::DirEntry>> sub = env->List(root + "/data/0/");
+    REQUIRE(sub.ok());
+    REQUIRE(sub->size() == 1);
+    CHECK((*sub)[0].name == "1");
+  }
+  SECTION("a big folder takes several READDIRs") {
+    for (int i = 0; i < 700; ++i) WriteFile(root + "/data/0/n" + std::to_string(i), "");
+    Result<std::vector<io::DirEntry>> l = env->List(root + "/data/0");
+    REQUIRE(l.ok());
+    std::set<std::string> names;
+    for (const io::DirEntry& e : *l) names.insert(e.name);
+    CHECK(names.size() == 701);
+  }
+  SECTION("Stat and Lstat") {
+    Result<io::FileStat> s = env->Stat(root + "/data/0/1");
+    REQUIRE(s.ok());
+    CHECK(s->type == io::EntryType::kRegular);
+    CHECK(s->size == 1000);
+    CHECK(std::string(s->type_name) == "regular file");
+    struct stat st;
+    REQUIRE(::stat((root + "/data/0/1").c_str(), &st) == 0);
+    CHECK(s->mtime_ns == int64_t(st.st_mtim.tv_sec) * 1000000000);
+    CHECK(s->inode == 0);
+    CHECK(env->Stat(root + "/data")->type == io::EntryType::kDirectory);
+    CHECK(env->Stat(root + "/link-to-file")->type == io::EntryType::kRegular);
+    Result<io::FileStat> l = env->Lstat(root + "/link-to-file");
+    REQUIRE(l.ok());
+    CHECK(l->type == io::EntryType::kOther);
+    CHECK(std::string(l->type_name) == "symlink");
+    CHECK(std::string(env->Stat(root + "/fifo")->type_name) == "FIFO");
+  }
+  SECTION("missing paths are kNotFound, messages begin with the path") {
+    const std::string p = root + "/missing";
+    Result<io::FileStat> s = env->Stat(p);
+    CHECK(s.status().code() == StatusCode::kNotFound);
+    CHECK(StartsWith(s.status().message(), p + ": "));
+    CHECK(io::ErrorReason(s.status(), p) == "No such file");
+    CHECK(env->Lstat(p).status().code() == StatusCode::kNotFound);
+    CHECK(env->Open(p).status().code() == StatusCode::kNotFound);
+    CHECK(env->List(p).status().code() == StatusCode::kNotFound);
+    CHECK(env->Open(root + "/dangling").status().code() == StatusCode::kNotFound);
+  }
+  SECTION("Open of a directory or a FIFO, List of a file: kCorruptMetadata, without blocking") {
+    Result<std::unique_ptr<io::File>> d = env->Open(root + "/data");
+    CHECK(d.status().code() == StatusCode::kCorruptMetadata);
+    CHECK(d.status().message() == root + "/data: is a directory, not a regular file");
+    Result<std::unique_ptr<io::File>> p = env->Open(root + "/fifo");
+    CHECK(p.status().code() == StatusCode::kCorruptMetadata);
+    CHECK(p.status().message() == root + "/fifo: is a FIFO, not a regular file");
+    Result<std::vector<io::DirEntry>> l = env->List(root + "/config");
+    CHECK(l.status().code() == StatusCode::kCorruptMetadata);
+    CHECK(l.status().message() == root + "/config: not a directory");
+    CHECK(env->Stat(root + "/config").ok());  // the connection is still fine
+  }
+  SECTION("permission denied is kIoError with the server's message") {
+    if (::geteuid() == 0) return;  // root reads everything
+    REQUIRE(::chmod((root + "/config").c_str(), 0) == 0);
+    Result<std::unique_ptr<io::File>> f = env->Open(root + "/config");
+    CHECK(f.status().code() == StatusCode::kIoError);
+    CHECK(f.status().message() == root + "/config: Permission denied");
+  }
+}
+
+TEST_CASE("sftp_env: SftpEnv resolves a path relative to the login folder with REALPATH", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  fs::create_directories(dir.path() + "/home/repo");
+  WriteFile(dir.path() + "/home/repo/config", "x");
+  const SftpTarget t = ServerTarget(dir, dir.path() + "/home");
+  {
+    auto env = MustConnect(t, "repo");
+    CHECK(env->root() == fs::canonical(dir.path() + "/home/repo").string());
+    CHECK(env->Stat(env->root() + "/config")->size == 1);
+  }
+  {
+    auto env = MustConnect(t, "");
+    CHECK(env->root() == fs::canonical(dir.path() + "/home").string());
+  }
+  {
+    auto env = MustConnect(t, "no/such/repo");  // kept as given; Stat says kNotFound later
+    CHECK(env->root() == "no/such/repo");
+    CHECK(env->Stat(env->root()).status().code() == StatusCode::kNotFound);
+  }
+}
+
+TEST_CASE("sftp_env: SftpEnv builds ssh's arguments without a shell and spawns with SIGINT ignored", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path();
+  SftpTarget t = ScriptTarget(dir, "echo \"$@\" > '" + root + "/args'\n" + "grep SigIgn /proc/$$/status > '" + root +
+                                       "/sigign'\n" + "exec " + kSftpServer + "\n");
+  t.rsh.push_back("-o");
+  t.rsh.push_back("BatchMode=yes $(touch " + root + "/pwned)");
+  t.user = "u";
+  t.port = 2222;
+  struct sigaction before = {};
+  ::sigaction(SIGINT, nullptr, &before);
+  {
+    auto env = MustConnect(t, root);
+  }
+  struct sigaction after = {};
+  ::sigaction(SIGINT, nullptr, &after);
+  CHECK(after.sa_handler == before.sa_handler);  // restored
+  CHECK(ReadFile(root + "/args") == "-o BatchMode=yes $(touch " + root + "/pwned) -p 2222 -s u@testhost sftp\n");
+  CHECK(!fs::exists(root + "/pwned"));
+  const std::string sigign = ReadFile(root + "/sigign");  // "SigIgn:\t<hex mask>"
+  REQUIRE(sigign.size() > 8);
+  const unsigned long long mask = std::stoull(sigign.substr(sigign.find('\t') + 1), nullptr, 16);
+  CHECK((mask & (1ull << (SIGINT - 1))) != 0);   // Ctrl-C does not kill ssh
+  CHECK((mask & (1ull << (SIGPIPE - 1))) == 0);  // main's SIG_IGN is not inherited
+}
+
+TEST_CASE("sftp_env: SftpEnv serves 8 threads on 2 connections", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  std::vector<std::string> contents;
+  for (int i = 0; i < 4; ++i) {
+    contents.push_back(RandomBytes((1 << 20) + size_t(i) * 77777, uint32_t(100 + i)));
+    WriteFile(root + "/f" + std::to_string(i), contents.back());
+  }
+  SftpOptions o;
+  o.connections = 2;
+  o.in_flight_bytes = 600 * 1024;  // callers wait for room
+  auto env = MustConnect(ServerTarget(dir, root), root, o);
+  CHECK(env->Connections() == 2);
+  Result<std::unique_ptr<io::File>> shared = env->Open(root + "/f0");
+  REQUIRE(shared.ok());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::mt19937 rng{uint32_t(t)};
+      for (int round = 0; round < 6; ++round) {
+        const int which = (t + round) % 4;
+        const std::string& want = contents[size_t(which)];
+        Result<std::unique_ptr<io::File>> own = env->Open(root + "/f" + std::to_string(which));
+        if (!own.ok()) {
+          ++failures;
+          return;
+        }
+        const io::File& f = round % 2 == 0 ? **own : **shared;
+        const std::string& bytes = round % 2 == 0 ? want : contents[0];
+        for (int i = 0; i < 20; ++i) {
+          const size_t n = 1 + rng() % (i % 2 == 0 ? 1000 : 700000);
+          const uint64_t off = rng() % (bytes.size() - n);
+          std::string got(n, '\0');
+          if (!f.ReadAt(off, n, reinterpret_cast<uint8_t*>(got.data())).ok() || got != bytes.substr(off, n)) ++failures;
+        }
+        if (!env->Stat(root + "/f1").ok() || !env->List(root).ok()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  CHECK(failures.load() == 0);
+  CHECK(env->Lost().ok());
+}
+
+TEST_CASE("sftp_env: SftpEnv says which command could not be run", "[sftp]") {
+  TempDir dir;
+  SftpTarget t;
+  t.host = "testhost";
+  t.rsh = {dir.path() + "/no-such-ssh"};
+  Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, "repo", {});
+  CHECK(env.status().code() == StatusCode::kIoError);
+  CHECK(env.status().message() == "could not run \"" + dir.path() + "/no-such-ssh\": No such file or directory");
+
+  // A wrapper whose command is missing: the shell exits 127.
+  t.rsh = {"/bin/sh", "-c", "exec " + dir.path() + "/missing-too", "sh"};
+  env = SftpEnv::Connect(t, "repo", {});
+  CHECK(env.status().code() == StatusCode::kIoError);
+  INFO(env.status().message());
+  CHECK(StartsWith(env.status().message(), "could not run \"/bin/sh\": exit status 127: "));
+  CHECK(env.status().message().find("missing-too") != std::string::npos);
+}
+
+TEST_CASE("sftp_env: SftpEnv quotes ssh's stderr when it exits before VERSION", "[sftp]") {
+  TempDir dir;
+  SftpTarget t = ScriptTarget(dir, "echo 'debug1: noise' >&2\n"
+                                   "printf 'ssh: connect to host testhost port 22: Connection refused\\r\\n\\033[31m' >&2\n"
+                                   "exit 3\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, "repo", {});
+  CHECK(SecondsSince(t0) < 3);
+  CHECK(env.status().code() == StatusCode::kIoError);
+  CHECK(env.status().message() ==
+        "connection to testhost failed: ssh ended with exit status 3: debug1: noise\\n"
+        "ssh: connect to host testhost port 22: Connection refused\\r\\n\\x1b[31m");
+}
+
+TEST_CASE("sftp_env: SftpEnv gives up on a server that never answers VERSION", "[sftp]") {
+  TempDir dir;
+  SftpTarget t = ScriptTarget(dir, "exec sleep 600\n");
+  SftpOptions o;
+  o.timeout = std::chrono::seconds(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, "repo", o);
+  CHECK(SecondsSince(t0) < 4);
+  CHECK(env.status().code() == StatusCode::kIoError);
+  CHECK(env.status().message() == "connection to testhost failed: no answer for 1 s");
+}
+
+TEST_CASE("sftp_env: SftpEnv refuses garbage and other versions without crashing", "[sftp]") {
+  TempDir dir;
+  const std::string version3 = "printf '\\000\\000\\000\\005\\002\\000\\000\\000\\003'\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"printf 'this is not sftp at all'\nexec sleep 600\n", "protocol error: a reply of"},
+      {"printf '\\000\\000\\000\\001\\145'\nexec sleep 600\n", "protocol error: the first reply is not VERSION"},
+      {"printf '\\000\\000\\000\\005\\002\\000\\000\\000\\004'\nexec sleep 600\n",
+       "the server speaks SFTP version 4, not 3"},
+      {"printf 'garbage'\n", "failed: "},  // then EOF
+      // VERSION 3, then a DATA that claims more bytes than it has: REALPATH fails.
+      {version3 + "printf '\\000\\000\\000\\015\\147\\000\\000\\000\\001\\000\\001\\000\\000abcd'\nexec sleep 600\n",
+       "protocol error: malformed DATA reply"},
+      // VERSION 3, then a NAME whose count lies.
+      {version3 + "printf '\\000\\000\\000\\015\\150\\000\\000\\000\\001\\377\\377\\377\\377\\000\\000\\000\\000'\n"
+                  "exec sleep 600\n",
+       "protocol error: malformed NAME reply"},
+      // VERSION 3, then a packet longer than 1 MiB + 1 KiB.
+      {version3 + "printf '\\000\\020\\004\\001\\150'\nexec sleep 600\n", "protocol error: a reply of 1049601 bytes"},
+  };
+  for (const auto& [script, part] : cases) {
+    INFO(script);
+    SftpTarget t = ScriptTarget(dir, script);
+    const auto t0 = std::chrono::steady_clock::now();
+    Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, "repo", {});
+    CHECK(SecondsSince(t0) < 4);
+    REQUIRE(!env.ok());
+    CHECK(env.status().code() == StatusCode::kIoError);
+    INFO(env.status().message());
+    CHECK(env.status().message().find(part) != std::string::npos);
+  }
+}
+
+TEST_CASE("sftp_env: SftpEnv fails every call, without blocking, once the server dies mid-read", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const std::string bytes = RandomBytes(8 << 20, 42);
+  WriteFile(root + "/big", bytes);
+  SftpOptions o;
+  o.timeout = std::chrono::seconds(20);  // the loss must come from the EOF, not the timeout
+  auto env = MustConnect(ServerTarget(dir, root), root, o);
+  Result<std::unique_ptr<io::File>> f = env->Open(root + "/big");
+  REQUIRE(f.ok());
+  const pid_t server = pid_t(std::stol(ReadFile(dir.path() + "/pid")));
+
+  std::atomic<bool> first_read_done{false};
+  Status reader_status;
+  const auto t0 = std::chrono::steady_clock::now();
+  std::thread reader([&] {
+    std::string got(bytes.size(), '\0');
+    for (int i = 0; i < 10000; ++i) {
+      Status s = (*f)->ReadAt(0, got.size(), reinterpret_cast<uint8_t*>(got.data()));
+      first_read_done.store(true);
+      if (!s.ok()) {
+        reader_status = s;
+        return;
+      }
+    }
+  });
+  while (!first_read_done.load() && SecondsSince(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(::kill(server, SIGKILL) == 0);
+  reader.join();
+  CHECK(SecondsSince(t0) < 5);
+  CHECK(reader_status.code() == StatusCode::kIoError);
+  CHECK(StartsWith(reader_status.message(), "connection to testhost lost: ssh closed the connection"));
+  CHECK(env->Lost().code() == StatusCode::kIoError);
+  CHECK(env->Lost().message() == reader_status.message());
+  // Every later call fails at once.
+  Result<io::FileStat> s = env->Stat(root + "/big");
+  CHECK(s.status().code() == StatusCode::kIoError);
+  CHECK(s.status().message() == root + "/big: " + env->Lost().message());
+  std::string small(10, '\0');
+  CHECK(!(*f)->ReadAt(8 << 20, 10, reinterpret_cast<uint8_t*>(small.data())).ok());
+  CHECK(env->Open(root + "/big").status().code() == StatusCode::kIoError);
+  CHECK(env->List(root).status().code() == StatusCode::kIoError);
+  f->reset();  // CLOSE on a lost connection: nothing blocks
+}
+
+TEST_CASE("sftp_env: SftpEnv times out a server that stops answering mid-session", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  WriteFile(root + "/f", "hello");
+  SftpOptions o;
+  o.timeout = std::chrono::seconds(1);
+  auto env = MustConnect(ServerTarget(dir, root), root, o);
+  const pid_t server = pid_t(std::stol(ReadFile(dir.path() + "/pid")));
+  REQUIRE(::kill(server, SIGSTOP) == 0);  // alive, silent
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<io::FileStat> s = env->Stat(root + "/f");
+  CHECK(SecondsSince(t0) < 4);
+  CHECK(s.status().code() == StatusCode::kIoError);
+  CHECK(s.status().message() == root + "/f: connection to testhost lost: no answer for 1 s");
+  CHECK(env->Lost().message() == "connection to testhost lost: no answer for 1 s");
+  ::kill(server, SIGCONT);  // SIGTERM (sent on the loss) is delivered now
+}
