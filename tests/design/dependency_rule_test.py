@@ -25,7 +25,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 GENERATIONS = ["borg1", "borg2b5", "borgstore"]
 SHARED = {"segment_log": ["borg1", "borg2b5"], "borg2": ["borg2b5", "borgstore"]}
 LEAVES = ["checker/base/", "checker/crypto/", "codecs/", "checker/io/", "checker/keys/", "checker/report/",
-          "checker/archive/"]
+          "checker/archive/", "checker/remote/"]
+# remote/ (io::Env over SFTP through ssh) is a leaf that uses only base/ and io/; only cli/ and
+# run/ (which pick the Env of a run) may include it.
+REMOTE_USES = ("base", "io", "remote")
+REMOTE_USERS = ("remote", "cli", "run")
 # The engine's interface: the only engine headers a generation may include. Everything else in
 # checker/engine/ (engine.h, the budget, the filter, partial runs and their state, the archive
 # pass, the key fallback) is the engine's implementation.
@@ -56,6 +60,10 @@ def violation(src, inc):
     ikind, isub = folder_of(inc)
     if not inc.startswith(("checker/", "codecs/")):
         return None  # a system or test header
+    if kind == "remote" and ikind not in REMOTE_USES:
+        return "leaf remote/ includes %s (base and io only)" % inc
+    if ikind == "remote" and kind not in REMOTE_USERS:
+        return "%s includes remote/ (only cli/ and run/ may)" % (kind or src)
     if kind == "repo" and sub in GENERATIONS:
         if is_engine_implementation(inc):
             return "a generation includes the engine's implementation"
@@ -145,6 +153,16 @@ def self_test():
         ("checker/crypto/a.cc", "checker/repo/chunk_id.h", True),
         ("codecs/a.cc", "checker/engine/object_verifier.h", True),
         ("checker/keys/a.cc", "checker/repo/borg1/borg1_config.h", True),
+        ("checker/remote/a.cc", "checker/io/env.h", False),
+        ("checker/remote/a.cc", "checker/base/text_escape.h", False),
+        ("checker/remote/a.cc", "checker/report/finding.h", True),
+        ("checker/remote/a.cc", "checker/engine/engine.h", True),
+        ("checker/run/a.cc", "checker/remote/sftp_env.h", False),
+        ("checker/cli/a.cc", "checker/remote/sftp_env.h", False),
+        ("checker/engine/a.cc", "checker/remote/sftp_env.h", True),
+        ("checker/io/a.cc", "checker/remote/sftp_env.h", True),
+        ("checker/repo/borg1/a.cc", "checker/remote/sftp_env.h", True),
+        ("checker/repo/a.cc", "checker/remote/sftp_env.h", True),
     ]
     wrong = [(f, i, fail) for f, i, fail in cases if (violation(f, i) is not None) != fail]
     for f, i, fail in wrong:
