@@ -37,8 +37,7 @@ Result<RemoteRepository> ParseRemoteRepository(std::string_view repo) {
     if (repo.starts_with("ssh://") || repo.find("://") == std::string_view::npos) {
       return Invalid("cannot read " + shown +
                      ": ssh:// and user@host:path repositories are read through `borg serve`, which "
-                     "borgcheck does not speak yet; if the server allows sftp (most do, hosted storage boxes "
-                     "included), give the same repository as sftp://[user@]host[:port]//absolute/path or "
+                     "borgcheck does not speak yet; if the server offers sftp, give the same repository as sftp://[user@]host[:port]//absolute/path or "
                      "sftp://[user@]host[:port]/path-relative-to-the-login-folder (docs/remote.md)");
     }
     return Invalid("cannot read " + shown +

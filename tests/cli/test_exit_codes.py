@@ -1,6 +1,6 @@
 """borgcheck's exit codes end to end, with the exact report or message behind each.
 
-0 clean, 1 warnings only, 90 integrity errors, 2 could not run (bad option, remote URL, no
+0 clean, 1 warnings only, 90 integrity errors, 2 could not run (bad option, a remote form it cannot read, no
 repository given), 13 no such path, 15 not a repository / unsupported version, 40 not a key
 file, 41 another repository's key file, 42 key file not found, 44 no key in a repokey config,
 50 no passphrase and no terminal, 51 BORG_PASSCOMMAND failed, 52 wrong passphrase, 53 three
@@ -178,14 +178,29 @@ class CouldNotRun(CliTestCase):
                 self.assertEqual(r.stdout, "", r)
                 self.assertIn(needle, r.stderr, r)
 
-    def test_remote_repository_urls_exit_2(self):
-        for url in ("ssh://user@host:2222/srv/repo", "user@host:repo", "host:/srv/repo",
-                    "sftp://host/repo", "ssh:host/repo"):
+    def test_remote_forms_it_cannot_read_exit_2(self):
+        # borg serve's forms get the sftp:// form of the same repository to use instead (sftp://
+        # itself: tests/remote/).
+        for url in ("ssh://user@host:2222/srv/repo", "user@host:repo", "host:/srv/repo", "ssh:host/repo"):
             with self.subTest(url=url):
                 r = self.run_borgcheck([url])
                 self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN,
-                                       "remote repositories are not supported: " + url,
-                                       "borgcheck reads a local path")
+                                       "cannot read %s: ssh:// and user@host:path repositories are read through "
+                                       "`borg serve`, which borgcheck does not speak yet; if the server offers sftp, "
+                                       "give the same repository as sftp://[user@]host[:port]//absolute/path" % url)
+        for url in ("rest://host/repo", "s3://bucket/repo"):
+            with self.subTest(url=url):
+                r = self.run_borgcheck([url])
+                self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN,
+                                       "cannot read %s: borgcheck reads local paths and sftp:// URLs" % url)
+        # The transport's flags belong to remote repositories only.
+        r = self.run_borgcheck(["--remote-connections", "2", self.tmp])
+        self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "--rsh, --remote-connections and --remote-timeout are for "
+                               "remote repositories (sftp://); %s is a local path" % self.tmp)
+        for bad in (["--remote-connections", "17"], ["--remote-timeout", "0"]):
+            with self.subTest(bad=bad):
+                r = self.run_borgcheck(bad + ["sftp://host//srv/repo"])
+                self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, bad[0] + " must be between")
 
     def test_no_repository_given_exits_2(self):
         r = self.run_borgcheck([])
