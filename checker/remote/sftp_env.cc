@@ -167,6 +167,9 @@ class Connection {
       awaiting_version_ = true;
       pending_since_ = Clock::now();
     }
+    if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
+      return Status(StatusCode::kIoError, std::string("pipe: ") + std::strerror(errno));
+    }
     io_ = std::thread([this] { IoLoop(); });
     (void)Send(sftp::EncodeInit(3));  // a failure is a loss: AwaitVersion says why
     return Status::Ok();
@@ -181,11 +184,12 @@ class Connection {
         established_ = true;
         return Status::Ok();
       }
-      const uint32_t v = version_;
+      LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "the server speaks SFTP version " +
+                                                                        std::to_string(version_) + ", not 3"));
+      const Status lost = lost_;
       lock.unlock();
       (void)Shutdown();
-      return Status(StatusCode::kIoError, "connection to " + host_ + " failed: the server speaks SFTP version " +
-                                              std::to_string(v) + ", not 3");
+      return lost;
     }
     const LossKind kind = loss_kind_;
     const Status lost = lost_;
@@ -344,7 +348,12 @@ class Connection {
     CloseInput();
     const int ws = proc_->Terminate(kKillGrace);
     stop_.store(true);
+    if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);  // the I/O thread leaves its poll now
     if (io_.joinable()) io_.join();
+    for (int& fd : wake_) {
+      if (fd >= 0) ::close(fd);
+      fd = -1;
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (lost_.ok()) LoseLocked(LossKind::kEof, Status(StatusCode::kIoError, Prefix() + "closed"), false);
@@ -560,9 +569,10 @@ class Connection {
     sftp::PacketReader reader;
     char errbuf[4096];
     while (!stop_.load()) {
-      pollfd fds[2];
+      pollfd fds[3];
       nfds_t nfds = 0;
       int out_i = -1, err_i = -1;
+      fds[nfds++] = pollfd{wake_[0], POLLIN, 0};  // Shutdown's stop
       if (err_open) {
         err_i = int(nfds);
         fds[nfds++] = pollfd{err_fd, POLLIN, 0};
@@ -571,18 +581,14 @@ class Connection {
         out_i = int(nfds);
         fds[nfds++] = pollfd{out_fd, POLLIN, 0};
       }
-      const int r = ::poll(nfds > 0 ? fds : nullptr, nfds, int(kTick.count()));
+      const int r = ::poll(fds, nfds, int(kTick.count()));
+      if (stop_.load()) break;
       if (r < 0 && errno != EINTR) std::this_thread::sleep_for(kTick);
       // stderr first: its last lines explain why stdout closed.
       if (r > 0 && err_i >= 0 && fds[err_i].revents != 0) {
         const ssize_t n = ::read(err_fd, errbuf, sizeof errbuf);
         if (n > 0) {
-          std::lock_guard<std::mutex> lock(mu_);
-          stderr_tail_.append(errbuf, size_t(n));
-          if (stderr_tail_.size() > kStderrTailBytes) {
-            stderr_tail_.erase(0, stderr_tail_.size() - kStderrTailBytes);
-            tail_truncated_ = true;
-          }
+          AppendStderr(errbuf, size_t(n));
         } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
           err_open = false;
         }
@@ -622,6 +628,24 @@ class Connection {
         proc_->Signal(SIGKILL);
       }
     }
+    // Stopped (ssh has been reaped): what is left in stderr still explains the end, e.g. after
+    // a failed write of INIT to an ssh that exited at once.
+    while (err_open) {
+      pollfd pfd{err_fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) <= 0) break;
+      const ssize_t n = ::read(err_fd, errbuf, sizeof errbuf);
+      if (n <= 0) break;
+      AppendStderr(errbuf, size_t(n));
+    }
+  }
+
+  void AppendStderr(const char* bytes, size_t n) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stderr_tail_.append(bytes, n);
+    if (stderr_tail_.size() > kStderrTailBytes) {
+      stderr_tail_.erase(0, stderr_tail_.size() - kStderrTailBytes);
+      tail_truncated_ = true;
+    }
   }
 
   const std::string host_;
@@ -632,6 +656,7 @@ class Connection {
   std::unique_ptr<ChildProcess> proc_;  // set by Start; reset by Shutdown after the join
   std::thread io_;
   std::atomic<bool> stop_{false};
+  int wake_[2] = {-1, -1};  // a byte on wake_[1] wakes the I/O thread (Shutdown)
   std::atomic<bool> lost_flag_{false};  // lost_ is not ok (read by writers without mu_)
 
   std::mutex write_mu_;  // serializes writes to ssh's stdin and its closing
