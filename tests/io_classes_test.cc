@@ -217,6 +217,48 @@ TEST_CASE("io: borg 1.x: a read error in the middle of a segment: those objects 
   CHECK(ExitCode(o) == 2);
 }
 
+// Regression (issue 18): the archive pass fetches metadata objects again; a read that fails
+// there (a disk or a connection dying after the reading phase) was reported as a "missing" chunk,
+// damage. It is "could not check" (stage io), as in the reading phase. Every segment or pack
+// gives the reads the repository pass makes of it, then fails every later one.
+TEST_CASE("io: a read error in the archive pass is could not check, never missing (every generation)", "[io]") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}, {"BORG_KEYS_DIR", SharedDir() + "/fixtures/borg2master/keys"}});
+  for (const auto& [repo, units] : std::vector<std::pair<std::string, std::string>>{
+           {kBorg1, "data"}, {B5(), "data"}, {Master(), "packs"}}) {
+    INFO(repo);
+    std::vector<std::string> files;
+    for (const auto& e : fs::recursive_directory_iterator(repo + "/" + units)) {
+      if (e.is_regular_file()) files.push_back(e.path().string());
+    }
+    REQUIRE(!files.empty());
+    io::FaultEnv counting;
+    run::CheckOutcome first = CheckRepositoryPass(repo, true, 1, counting);
+    REQUIRE(first.status.ok());
+    REQUIRE(first.findings.empty());
+    io::FaultEnv faults;
+    for (const std::string& f : files) faults.FailReadsAfter(f, counting.Reads(f));
+    run::CheckOutcome o = Check(repo, true, 1, faults);
+    REQUIRE(o.status.ok());
+    CHECK(Where(o, Stage::kMissing).empty());
+    // (The orphan count is a warning that says some archive metadata could not be read.)
+    for (const Finding* f : Where(o, Stage::kReference)) CHECK(f->severity == Severity::kWarning);
+    std::vector<const Finding*> io = Where(o, Stage::kIo);
+    REQUIRE(!io.empty());
+    bool archive_read = false;
+    for (const Finding* f : io) {
+      archive_read |= f->message.find(" could not be read: cannot read " + repo) != std::string::npos &&
+                      f->message.find("read error: Input/output error (injected)") != std::string::npos;
+      CHECK(f->message.find("corrupted") == std::string::npos);
+      CHECK(f->advice.empty());  // nothing is known to be damaged: no repair advice
+    }
+    // (Version 4 reads more of its packs before the reading phase than its repository pass does:
+    // there the failures begin in the reading phase, and the archive pass finds them known.)
+    if (repo != Master()) CHECK(archive_read);
+    CHECK(o.summary.errors == o.summary.io_errors);
+    CHECK(ExitCode(o) == 2);
+  }
+}
+
 TEST_CASE("io: borg 1.x: a FIFO or a directory where a segment should be is damage, and never blocks", "[io]") {
   for (bool fifo : {true, false}) {
     INFO((fifo ? "FIFO" : "directory"));

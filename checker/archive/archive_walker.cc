@@ -628,7 +628,9 @@ ArchiveResult ArchiveWalker::Impl::Walk(uint32_t index, const ManifestArchive& a
   if (fs == FetchStatus::kDamaged) {
     r.failure = ArchiveFailure::kObjectDamaged;
     r.stage = p.stage;
-    r.message = "Archive metadata block " + Hex(archive.id) + " is corrupted: " + p.message;
+    // A block that could not be read (stage io) is not known to be corrupted.
+    r.message = "Archive metadata block " + Hex(archive.id) +
+                (p.stage == report::Stage::kIo ? " could not be read: " : " is corrupted: ") + p.message;
     return r;
   }
   ArchiveInfo info;

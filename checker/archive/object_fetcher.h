@@ -11,6 +11,7 @@
 
 #include "checker/archive/archive_types.h"
 #include "checker/base/bytes.h"
+#include "checker/base/status.h"
 #include "checker/report/finding.h"
 
 namespace borgcheck::archive {
@@ -50,6 +51,16 @@ class ObjectFetcher {
     return std::nullopt;
   }
 };
+
+// The one rule for a file a fetcher could not open or read (io/env.h's classes): one that is
+// not there or is not a regular file is damage (stage missing); one that exists and cannot be
+// read (EACCES, EIO, a short read, a lost connection) is "could not check" (stage io), never
+// damage. Fills `p` ("<what>: <reason>") and returns kDamaged.
+inline FetchStatus CouldNotRead(FetchProblem& p, const Status& s, const std::string& what) {
+  p.stage = s.code() == StatusCode::kIoError ? report::Stage::kIo : report::Stage::kMissing;
+  p.message = what + ": " + s.message();
+  return FetchStatus::kDamaged;
+}
 
 // The caller's per-chunk table: one mark per indexed chunk (not per reference). Reference()
 // marks `id` as referenced by the walked archives (what the orphan count and a selected

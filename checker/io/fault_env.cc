@@ -46,6 +46,12 @@ void FaultEnv::FailRead(std::string suffix, int64_t offset) {
   rules_.push_back(std::move(r));
 }
 
+void FaultEnv::FailReadsAfter(std::string suffix, unsigned reads) {
+  Rule r = MakeRule(Kind::kFailAfter, std::move(suffix));
+  r.nth = reads;
+  rules_.push_back(std::move(r));
+}
+
 void FaultEnv::FlipOnRead(std::string suffix, uint64_t offset, unsigned nth, uint8_t mask) {
   Rule r = MakeRule(Kind::kFlip, std::move(suffix));
   r.offset = int64_t(offset);
@@ -128,7 +134,7 @@ Status FaultEnv::AfterRead(const std::string& path, uint64_t offset, size_t n, u
   for (Rule& r : rules_) {
     if (!EndsWith(path, r.suffix)) continue;
     const bool covers = r.offset < 0 || (uint64_t(r.offset) >= offset && uint64_t(r.offset) < offset + n);
-    if (r.kind == Kind::kFailRead && covers) {
+    if ((r.kind == Kind::kFailRead && covers) || (r.kind == Kind::kFailAfter && ++r.count > r.nth)) {
       return Status(StatusCode::kIoError, "read error: Input/output error (injected)");
     }
     if (r.kind == Kind::kFlip && covers) {

@@ -29,6 +29,9 @@ class FaultEnv final : public Env {
                 std::string message = "Permission denied");
   // Reads of such files that cover byte `offset` (-1: every read) fail with EIO.
   void FailRead(std::string suffix, int64_t offset = -1);
+  // The first `reads` reads of such files succeed, every later one fails with EIO (a disk or a
+  // connection that dies mid-run).
+  void FailReadsAfter(std::string suffix, unsigned reads);
   // Among the reads of such files that cover byte `offset`, the nth (1-based) returns that byte
   // XOR `mask`; the others are clean. nth = 0: every such read is flipped.
   void FlipOnRead(std::string suffix, uint64_t offset, unsigned nth, uint8_t mask = 0x01);
@@ -50,7 +53,7 @@ class FaultEnv final : public Env {
   void SetConnections(unsigned n) { connections_ = n; }
 
  private:
-  enum class Kind { kFailOpen, kFailRead, kFlip, kVanish };
+  enum class Kind { kFailOpen, kFailRead, kFailAfter, kFlip, kVanish };
   struct Rule {
     Kind kind = Kind::kFailOpen;
     std::string suffix;
@@ -59,7 +62,7 @@ class FaultEnv final : public Env {
     int64_t offset = -1;
     unsigned nth = 0;
     uint8_t mask = 0;
-    unsigned count = 0;  // guarded by mu_: opens (kVanish) or covering reads (kFlip)
+    unsigned count = 0;  // guarded by mu_: opens (kVanish), covering reads (kFlip), reads (kFailAfter)
   };
   static Rule MakeRule(Kind kind, std::string suffix);
   class FaultFile;

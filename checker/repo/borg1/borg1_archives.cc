@@ -82,12 +82,12 @@ FetchStatus Borg1Archives::Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plai
   auto path = paths_.find(o.segment);
   if (path == paths_.end()) return FetchStatus::kMissing;  // its segment file is gone
   Result<std::unique_ptr<io::File>> f = env_.Open(*path->second);
-  if (!f.ok()) return Damaged(problem, report::Stage::kMissing, "cannot open " + *path->second + ": " + f.status().message());
+  if (!f.ok()) return archive::CouldNotRead(problem, f.status(), "cannot open " + *path->second);
   const uint64_t size = (*f)->size();
   if (o.offset >= size) return Damaged(problem, report::Stage::kTruncated, "the segment ends before this object");
   uint8_t hdr[kHeaderSizeWithKey];
   const size_t n = size_t(std::min<uint64_t>(sizeof hdr, size - o.offset));
-  if (!(*f)->ReadAt(o.offset, n, hdr).ok()) return Damaged(problem, report::Stage::kMissing, "read error");
+  if (Status r = (*f)->ReadAt(o.offset, n, hdr); !r.ok()) return archive::CouldNotRead(problem, r, "cannot read " + *path->second);
   EntryHeader h;
   std::string why;
   if (ParseEntryHeader(Bytes(hdr, n), size - o.offset, h, &why) != HeaderParse::kOk) {
@@ -98,7 +98,9 @@ FetchStatus Borg1Archives::Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plai
   }
   ByteBuffer entry;
   entry.Resize(h.size);
-  if (!(*f)->ReadAt(o.offset, h.size, entry.data()).ok()) return Damaged(problem, report::Stage::kMissing, "read error");
+  if (Status r = (*f)->ReadAt(o.offset, h.size, entry.data()); !r.ok()) {
+    return archive::CouldNotRead(problem, r, "cannot read " + *path->second);
+  }
   engine::VerifierPool<Borg1Verifier>::Handle v = verifiers_.Take();
   if (!v.get() || !v->status().ok()) return Damaged(problem, report::Stage::kEnvelope, "cannot set up the object crypto");
   engine::ObjectRef ref;

@@ -55,10 +55,12 @@ class Borg2b5Archives final : public engine::ArchiveSource, public archive::Obje
     const Borg2Segment& seg = plan_.segments[live_[*i].segment];
     const Borg2Entry& e = EntryOf(live_[*i]);
     Result<std::unique_ptr<io::File>> f = env_.Open(seg.path);
-    if (!f.ok()) return Damaged(problem, report::Stage::kMissing, "cannot open " + seg.path + ": " + f.status().message());
+    if (!f.ok()) return archive::CouldNotRead(problem, f.status(), "cannot open " + seg.path);
     ByteBuffer entry;
     entry.Resize(e.size);
-    if (!(*f)->ReadAt(e.offset, e.size, entry.data()).ok()) return Damaged(problem, report::Stage::kMissing, "read error");
+    if (Status r = (*f)->ReadAt(e.offset, e.size, entry.data()); !r.ok()) {
+      return archive::CouldNotRead(problem, r, "cannot read " + seg.path);
+    }
     engine::VerifierPool<Borg2b5Verifier>::Handle v = verifiers_.Take();
     if (!v.get() || !v->status().ok()) return Damaged(problem, report::Stage::kEnvelope, "cannot set up the object crypto");
     engine::ObjectRef ref;

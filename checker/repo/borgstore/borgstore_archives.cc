@@ -83,7 +83,7 @@ class BorgstoreArchives final : public engine::ArchiveSource, public archive::Ob
     if (kind == ObjectKind::kManifest) {
       if (!layout_.manifest_present) return FetchStatus::kMissing;
       Result<std::string> text = env_.ReadWholeFile(layout_.manifest_path, kMaxBlobSize + kObjHeaderSize);
-      if (!text.ok()) return Damaged(problem, report::Stage::kMissing, "cannot read config/manifest: " + text.status().message());
+      if (!text.ok()) return archive::CouldNotRead(problem, text.status(), "cannot read config/manifest");
       blob = std::move(text).value();
     } else {
       const std::string* path = nullptr;
@@ -102,15 +102,15 @@ class BorgstoreArchives final : public engine::ArchiveSource, public archive::Ob
         return FetchStatus::kMissing;
       }
       Result<std::unique_ptr<io::File>> f = env_.Open(*path);
-      if (!f.ok()) return Damaged(problem, report::Stage::kMissing, "cannot open the pack: " + f.status().message());
+      if (!f.ok()) return archive::CouldNotRead(problem, f.status(), "cannot open the pack");
       const uint64_t size = (*f)->size();
       if (offset >= size || want > kMaxBlobSize + kObjHeaderSize) {
         return Damaged(problem, report::Stage::kTruncated, "the index entry points past the end of the pack");
       }
       const uint64_t n = std::min<uint64_t>(want, size - offset);
       blob.resize(n);
-      if (!(*f)->ReadAt(offset, n, reinterpret_cast<uint8_t*>(blob.data())).ok()) {
-        return Damaged(problem, report::Stage::kMissing, "read error");
+      if (Status r = (*f)->ReadAt(offset, n, reinterpret_cast<uint8_t*>(blob.data())); !r.ok()) {
+        return archive::CouldNotRead(problem, r, "cannot read " + *path);
       }
     }
     engine::VerifierPool<BorgstoreVerifier>::Handle v = verifiers_.Take();
