@@ -185,34 +185,37 @@ class Sshd:
         except (OSError, TypeError):
             return ""
 
-    def session_pids(self, name=None):
+    def session_pids(self, cmdline_contains=None):
         """PIDs of this sshd's descendants (its sessions and their children), optionally only
-        those whose command name is `name` (e.g. "sftp-server"). Read from /proc, so only this
-        server's processes are ever found."""
+        those whose command line contains `cmdline_contains` (e.g. "sftp": the session
+        process of internal-sftp is titled "sshd: USER@internal-sftp"). Read from /proc, so
+        only this server's processes are ever found."""
         if self.proc is None:
             return []
         parents = {}
-        comms = {}
         for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open("/proc/%s/stat" % entry) as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-            comm = stat[stat.index("(") + 1:stat.rindex(")")]
-            fields = stat[stat.rindex(")") + 2:].split()
-            parents[int(entry)] = int(fields[1])
-            comms[int(entry)] = comm
+            if entry.isdigit():
+                try:
+                    with open("/proc/%s/stat" % entry) as f:
+                        # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+                        parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+                except (OSError, IndexError, ValueError):
+                    pass
         found = []
         for pid in parents:
-            p = pid
-            while p in parents and p != self.proc.pid and p > 1:
+            p = parents[pid]
+            while p in parents and p != self.proc.pid:
                 p = parents[p]
-            if p == self.proc.pid and pid != self.proc.pid and (name is None or comms[pid] == name):
-                found.append(pid)
+            if p != self.proc.pid:
+                continue
+            if cmdline_contains is not None:
+                try:
+                    with open("/proc/%d/cmdline" % pid, "rb") as f:
+                        if cmdline_contains.encode() not in f.read():
+                            continue
+                except OSError:
+                    continue
+            found.append(pid)
         return sorted(found)
 
     # -- internals ----------------------------------------------------------------------------
