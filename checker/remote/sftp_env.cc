@@ -25,6 +25,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <system_error>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -170,7 +171,11 @@ class Connection {
     if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
       return Status(StatusCode::kIoError, std::string("pipe: ") + std::strerror(errno));
     }
-    io_ = std::thread([this] { IoLoop(); });
+    try {
+      io_ = std::thread([this] { IoLoop(); });
+    } catch (const std::system_error& e) {
+      return Status(StatusCode::kIoError, std::string("could not start a thread: ") + e.what());
+    }
     (void)Send(sftp::EncodeInit(3));  // a failure is a loss: AwaitVersion says why
     return Status::Ok();
   }
@@ -812,6 +817,10 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
   if (target.rsh.empty() || target.rsh[0].empty()) return Status(StatusCode::kInvalidArgument, "no ssh command");
   if (target.host.empty() || target.host[0] == '-') {
     return Status(StatusCode::kInvalidArgument, "invalid host \"" + EscapeText(target.host) + "\"");
+  }
+  // "-oProxyCommand=...@host" would be an option to ssh, not a destination.
+  if (!target.user.empty() && target.user[0] == '-') {
+    return Status(StatusCode::kInvalidArgument, "invalid user \"" + EscapeText(target.user) + "\"");
   }
   std::vector<std::string> argv = target.rsh;
   if (target.port != 0) {

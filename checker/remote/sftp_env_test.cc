@@ -321,6 +321,14 @@ TEST_CASE("sftp_env: SftpEnv builds ssh's arguments without a shell and spawns w
   CHECK(after.sa_handler == before.sa_handler);  // restored
   CHECK(ReadFile(root + "/args") == "-o BatchMode=yes $(touch " + root + "/pwned) -p 2222 -s u@testhost sftp\n");
   CHECK(!fs::exists(root + "/pwned"));
+
+  // A user or host that ssh would take for an option is refused before anything runs.
+  t.user = "-oProxyCommand=touch " + root + "/pwned";
+  CHECK(SftpEnv::Connect(t, root, {}).status().code() == StatusCode::kInvalidArgument);
+  t.user = "u";
+  t.host = "-oProxyCommand=x";
+  CHECK(SftpEnv::Connect(t, root, {}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(!fs::exists(root + "/pwned"));
   const std::string sigign = ReadFile(root + "/sigign");  // "SigIgn:\t<hex mask>"
   REQUIRE(sigign.size() > 8);
   const unsigned long long mask = std::stoull(sigign.substr(sigign.find('\t') + 1), nullptr, 16);
