@@ -23,6 +23,7 @@ Background: ../shared/design/borg-serve-protocol.md section 3.1 (measured on thi
 Python 3 standard library only.
 """
 
+import fcntl
 import os
 import pwd
 import shlex
@@ -37,11 +38,6 @@ import unittest
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
 PRIVSEP_DIR = "/run/sshd"  # sshd as root refuses to start without it
-
-# How many live Sshd objects (in this process) rely on a /run/sshd that this module created:
-# the last one to stop removes it again, so several servers can overlap.
-_privsep = {"created": False, "users": 0}
-
 
 def skip_unless_available():
     """unittest.SkipTest (the reason is printed) when the OpenSSH server or client is missing."""
@@ -284,22 +280,46 @@ class Sshd:
                 pass
 
     def _hold_privsep_dir(self):
+        """As root: makes sure /run/sshd exists while this server runs. Every harness server (of
+        any process: the tests and the benchmark may run side by side) holds a shared flock on
+        the folder; the one that created it removes it at the end only if it can take the lock
+        exclusively, i.e. no other harness server is using it (else it is left: Debian's own
+        sshd makes the same folder, and it is harmless)."""
         if not is_root():
             return
-        if _privsep["users"] == 0 and not os.path.isdir(PRIVSEP_DIR):
-            os.mkdir(PRIVSEP_DIR, 0o755)
-            _privsep["created"] = True
-        _privsep["users"] += 1
-        self._holds_privsep = True
+        for _ in range(20):
+            created = False
+            try:
+                os.mkdir(PRIVSEP_DIR, 0o755)
+                created = True
+            except FileExistsError:
+                pass
+            try:
+                fd = os.open(PRIVSEP_DIR, os.O_RDONLY | os.O_DIRECTORY)
+            except FileNotFoundError:
+                continue  # removed just now by another harness: make it again
+            fcntl.flock(fd, fcntl.LOCK_SH)
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(PRIVSEP_DIR))
+            except FileNotFoundError:
+                same = False
+            if same:
+                self._privsep = (fd, created)
+                return
+            os.close(fd)  # we locked a folder another harness removed meanwhile
+        raise RuntimeError("could not hold %s" % PRIVSEP_DIR)
 
     def _release_privsep_dir(self):
-        if not getattr(self, "_holds_privsep", False):
+        held = getattr(self, "_privsep", None)
+        if held is None:
             return
-        self._holds_privsep = False
-        _privsep["users"] -= 1
-        if _privsep["users"] == 0 and _privsep["created"]:
-            try:
+        self._privsep = None
+        fd, created = held
+        try:
+            if created:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                 os.rmdir(PRIVSEP_DIR)
-            except OSError:
-                pass
-            _privsep["created"] = False
+        except OSError:
+            pass  # another server holds it, or something was put in it: leave it
+        finally:
+            os.close(fd)
