@@ -11,6 +11,19 @@
 // Writes to ssh's stdin go through a non-blocking fd polled in 100 ms steps that check for a
 // loss, so that no writer blocks after the connection is lost. EPIPE is handled as a loss
 // (main ignores SIGPIPE; the tests do too).
+//
+// Messages (all kIoError unless said; quoted text from the server or ssh is EscapeText'd):
+//   could not run "ARGV0": STRERROR                        posix_spawnp failed
+//   could not run "ARGV0": exit status 127[: TAIL]         a wrapper could not run its command
+//   connection to HOST failed: ssh exited with status N[: TAIL]   (or "was killed by signal N")
+//   connection to HOST failed: the server speaks SFTP version N, not 3
+//   connection to HOST failed|lost: no answer for S s      the timeout ("failed" before VERSION)
+//   connection to HOST failed|lost: ssh closed the connection[: TAIL]
+//   connection to HOST failed|lost: could not write to ssh: STRERROR[: TAIL]
+//   connection to HOST failed|lost: protocol error: REASON
+//   PATH: MESSAGE    a STATUS reply (NO_SUCH_FILE: kNotFound), or PATH: <one of the above>
+//   read error: MESSAGE; short read: file ended at X       File::ReadAt, as env.cc (no path)
+// TAIL is the last lines (at most 4 KiB) ssh wrote to stderr.
 #include "checker/remote/sftp_env.h"
 
 #include <fcntl.h>
@@ -205,8 +218,10 @@ class Connection {
     if (WIFEXITED(ws) && WEXITSTATUS(ws) == 127) {
       return Status(StatusCode::kIoError, "could not run \"" + EscapeText(argv0_) + "\": exit status 127" + tail);
     }
-    return Status(StatusCode::kIoError, "connection to " + host_ + " failed: ssh ended with " +
-                                            ChildProcess::DescribeWaitStatus(ws) + tail);
+    const std::string how = WIFEXITED(ws)     ? "ssh exited with status " + std::to_string(WEXITSTATUS(ws))
+                            : WIFSIGNALED(ws) ? "ssh was killed by signal " + std::to_string(WTERMSIG(ws))
+                                              : "ssh ended";
+    return Status(StatusCode::kIoError, "connection to " + host_ + " failed: " + how + tail);
   }
 
   // Sends the request make(id) and waits for its reply: the whole reply body.

@@ -411,7 +411,7 @@ TEST_CASE("sftp_env: SftpEnv quotes ssh's stderr when it exits before VERSION", 
   CHECK(SecondsSince(t0) < 3);
   CHECK(env.status().code() == StatusCode::kIoError);
   CHECK(env.status().message() ==
-        "connection to testhost failed: ssh ended with exit status 3: debug1: noise\\n"
+        "connection to testhost failed: ssh exited with status 3: debug1: noise\\n"
         "ssh: connect to host testhost port 22: Connection refused\\r\\n\\x1b[31m");
 }
 
