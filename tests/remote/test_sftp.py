@@ -18,8 +18,10 @@ What is checked:
     the sftp subsystem: exit 2, one stderr line "borgcheck: ..." naming the URL and quoting ssh
     (its phrase matched case-insensitively); a missing path: exit 13.
   * A connection lost mid-run (the server's sftp process killed; the relay cutting it) and a
-    server that goes silent (the relay stalls; --remote-timeout 3): exit 2, in bounded time,
-    the words "lost" (or, for the silent server, a timeout) in the output, findings kept.
+    server that goes silent (the relay stalls; --remote-timeout 3): exit 2 (90 once damage
+    was found), in bounded time, "lost" (or, for the silent server, a timeout) in the output,
+    the findings so far and a summary with complete false and stopped "connection-lost" whose
+    bytes_read counts only what was read; no ssh (relay) process left behind.
 Every run is bracketed by cli_support's snapshot of the test folder, which holds the
 repository copies: nothing may change, mtimes included.
 """
@@ -348,8 +350,11 @@ class LostConnections(SftpTestCase):
         text = lower_output(r)
         self.assertTrue(any(w in text for w in words), "none of %r in the output:\n%r" % (words, r))
         records = self.json_records(r)  # every line is JSON
-        self.assertEqual(records[-1]["type"], "summary", r)  # a report, not only an error
-        self.assertEqual(records[-1]["exit_code"], r.rc, r)
+        summary = records[-1]
+        self.assertEqual(summary["type"], "summary", r)  # a report, not only an error
+        self.assertEqual(summary["exit_code"], r.rc, r)
+        # docs/json.md: a run cut short is not complete, and says why.
+        self.assertEqual((summary["complete"], summary["stopped"]), (False, "connection-lost"), r)
         return records
 
     def test_sftp_server_killed_mid_run(self):
@@ -381,6 +386,23 @@ class LostConnections(SftpTestCase):
                                self.env(rsh=rsh))
         self.assert_lost(r)
         self.assert_no_relay_left("--cut-after-bytes")
+        # Text mode: the report on stdout, and a line on stderr saying the connection was lost.
+        r = self.run_borgcheck(["--verify-data", "--remote-connections", "1"] + THREADS + [self.url(repo)],
+                               self.env(rsh=rsh))
+        self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
+        self.assertTrue([x for x in r.stderr.splitlines() if x.startswith("borgcheck: ") and "lost" in x.lower()], r)
+        self.assert_no_relay_left("--cut-after-bytes")
+
+    def test_a_lost_run_counts_only_what_it_read(self):
+        # docs/json.md: bytes_read is what the run read (units read whole), bytes_skipped the
+        # rest. The connection goes a twentieth of the way into the 1 GiB segment.
+        repo = make_long(self, "v1.2.4/repos/none")
+        rsh = self.relay_rsh("--cut-after-bytes", str(LOST_AFTER))
+        r = self.run_borgcheck(["--json", "--verify-data", "--remote-connections", "1"] + THREADS + [self.url(repo)],
+                               self.env(rsh=rsh))
+        summary = self.assert_lost(r)[-1]
+        self.assertLess(summary["bytes_read"], summary["bytes_total"], r)
+        self.assertEqual(summary["bytes_skipped"], summary["bytes_total"] - summary["bytes_read"], r)
 
     def test_findings_before_the_cut_are_kept(self):
         # corrupt/id-none: one damaged chunk in segment 2, read long before the 1 GiB segment 29.
