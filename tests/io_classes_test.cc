@@ -259,6 +259,24 @@ TEST_CASE("io: a read error in the archive pass is could not check, never missin
   }
 }
 
+// Regression (issue 18): a run that lost its store's connection claimed every byte read
+// (bytes_read = bytes_total): the unit being read when it went was counted whole. It counts only
+// the units read before; segment 2 (46,005 bytes) is where the connection goes, on its first read.
+TEST_CASE("io: a lost connection stops the run, and the unit it cut short is not counted as read", "[io]") {
+  io::FaultEnv faults;
+  faults.LoseConnectionAfter("/data/0/2", 0);
+  run::CheckOutcome o = Check(kBorg1, true, 1, faults);
+  CHECK(o.status.code() == StatusCode::kIoError);
+  CHECK(o.status.message() ==
+        "connection to the test store lost (injected); the run stopped there: what it had not read is not checked");
+  CHECK(o.partial_report);
+  CHECK(o.summary.stopped == "connection-lost");
+  CHECK_FALSE(o.summary.complete);
+  CHECK(o.summary.bytes_read == 530 + 17);  // segments 0 and 1, read before it
+  CHECK(o.summary.bytes_skipped == o.summary.bytes_total - o.summary.bytes_read);
+  CHECK(ExitCode(o) == 2);
+}
+
 TEST_CASE("io: borg 1.x: a FIFO or a directory where a segment should be is damage, and never blocks", "[io]") {
   for (bool fifo : {true, false}) {
     INFO((fifo ? "FIFO" : "directory"));

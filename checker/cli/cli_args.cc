@@ -96,14 +96,15 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
     cli.remote = std::move(remote).value();
     // Until main connects and resolves the path: the URL as given names the repository.
     o.repository_url = o.repository;
-  } else if (raw.rsh_given || raw.remote_connections || raw.remote_timeout_given) {
+  } else if (raw.rsh_given || raw.remote_connections_given || raw.remote_timeout_given) {
     return Invalid("--rsh, --remote-connections and --remote-timeout are for remote repositories (sftp://); " +
                    EscapeText(o.repository) + " is a local path");
   }
-  if (raw.remote_connections < 0 || unsigned(raw.remote_connections) > kMaxRemoteConnections) {
+  if (raw.remote_connections_given &&
+      (raw.remote_connections < 1 || unsigned(raw.remote_connections) > kMaxRemoteConnections)) {
     return Invalid(fmt::format("--remote-connections must be between 1 and {}", kMaxRemoteConnections));
   }
-  cli.sftp.connections = raw.remote_connections ? unsigned(raw.remote_connections) : kDefaultRemoteConnections;
+  cli.sftp.connections = raw.remote_connections_given ? unsigned(raw.remote_connections) : kDefaultRemoteConnections;
   const double timeout = raw.remote_timeout_given ? raw.remote_timeout : kDefaultRemoteTimeoutS;
   if (!(timeout >= 1 && timeout <= 86400)) {
     return Invalid("--remote-timeout must be between 1 and 86400 seconds");

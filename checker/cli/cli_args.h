@@ -44,7 +44,8 @@ struct RawArgs {
   PartialRaw partial;           // --subset, --sample, --max-duration, ... (partial_args.h)
   std::string rsh;              // --rsh (remote_args.h), when rsh_given
   bool rsh_given = false;
-  int remote_connections = 0;   // 0: the default
+  int remote_connections = 0;   // when remote_connections_given
+  bool remote_connections_given = false;
   double remote_timeout = 0;    // seconds, when remote_timeout_given
   bool remote_timeout_given = false;
 };

@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
   // Remote repositories (docs/remote.md).
   CLI::Option* rsh = app.add_option("--rsh", raw.rsh, "the ssh command for sftp:// repositories (default: $BORG_RSH, else ssh)")
                          ->type_name("CMD");
-  app.add_option("--remote-connections", raw.remote_connections,
+  CLI::Option* remote_connections = app.add_option("--remote-connections", raw.remote_connections,
                  fmt::format("ssh connections to an sftp:// repository's server (default: {})",
                              cli::kDefaultRemoteConnections))
       ->type_name("N");
@@ -249,6 +249,7 @@ int main(int argc, char** argv) {
   raw.progress_interval_given = interval->count() > 0;
   raw.metrics_file_given = app.count("--metrics-file") > 0;
   raw.rsh_given = rsh->count() > 0;
+  raw.remote_connections_given = remote_connections->count() > 0;
   raw.remote_timeout_given = remote_timeout->count() > 0;
   Result<cli::CliOptions> parsed = cli::ValidateArgs(raw);
   report::TextOptions text;

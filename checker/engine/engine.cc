@@ -396,7 +396,9 @@ void Engine::Verify(const VerifyBatch& b, size_t worker) {
 void Engine::ReadOneUnit(size_t unit, std::shared_ptr<UnitTracker> tracker, bool from_budget) {
   Sink sink(*this, unit, std::move(tracker), from_budget);
   source_.ReadUnit(unit, sink);
-  observer_.ReadReturned(unit, Stopping());
+  // A unit whose read the loss of the store's connection may have cut short counts as not read
+  // (only its blocks' bytes are): a lost run never claims a unit it could not finish.
+  observer_.ReadReturned(unit, Stopping() || !source_.Lost().ok());
 }
 
 void Engine::ReadAll() {

@@ -72,7 +72,7 @@ class RunObserver {
   virtual void Verified(size_t unit) = 0;
   // A finding against the unit (before the Verified of its batch).
   virtual void Finding(size_t unit, bool error) = 0;
-  // The unit's ReadUnit returned; `stopping`: a stop may have cut it short.
+  // The unit's ReadUnit returned; `stopping`: a stop or a lost connection may have cut it short.
   virtual void ReadReturned(size_t unit, bool stopping) = 0;
   // The unit's last reference is gone: every block released, every batch verified or dropped.
   // `whole`: every object of it was wanted; `credited`: the bytes its blocks accounted for.

@@ -52,6 +52,21 @@ void FaultEnv::FailReadsAfter(std::string suffix, unsigned reads) {
   rules_.push_back(std::move(r));
 }
 
+void FaultEnv::LoseConnectionAfter(std::string suffix, unsigned reads) {
+  Rule r = MakeRule(Kind::kLose, std::move(suffix));
+  r.nth = reads;
+  rules_.push_back(std::move(r));
+}
+
+namespace {
+Status LostStatus() { return Status(StatusCode::kIoError, "connection to the test store lost (injected)"); }
+}  // namespace
+
+Status FaultEnv::Lost() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lost_ ? LostStatus() : Status::Ok();
+}
+
 void FaultEnv::FlipOnRead(std::string suffix, uint64_t offset, unsigned nth, uint8_t mask) {
   Rule r = MakeRule(Kind::kFlip, std::move(suffix));
   r.offset = int64_t(offset);
@@ -85,6 +100,7 @@ bool FaultEnv::Vanished(const std::string& path) const {
 Result<std::unique_ptr<File>> FaultEnv::Open(const std::string& path) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return LostStatus();
     if (Vanished(path)) return Status(StatusCode::kNotFound, path + ": No such file or directory");
     for (const Rule& r : rules_) {
       if (r.kind == Kind::kFailOpen && EndsWith(path, r.suffix)) return Status(r.code, path + ": " + r.message);
@@ -102,6 +118,7 @@ Result<std::unique_ptr<File>> FaultEnv::Open(const std::string& path) const {
 }
 
 Result<std::vector<DirEntry>> FaultEnv::List(const std::string& dir) const {
+  if (Status lost = Lost(); !lost.ok()) return lost;
   Result<std::vector<DirEntry>> entries = base_.List(dir);
   if (!entries.ok()) return entries;
   std::lock_guard<std::mutex> lock(mu_);
@@ -113,6 +130,7 @@ Result<std::vector<DirEntry>> FaultEnv::List(const std::string& dir) const {
 Result<FileStat> FaultEnv::Stat(const std::string& path) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return LostStatus();
     if (Vanished(path)) return Status(StatusCode::kNotFound, path + ": No such file or directory");
   }
   return base_.Stat(path);
@@ -121,6 +139,7 @@ Result<FileStat> FaultEnv::Stat(const std::string& path) const {
 Result<FileStat> FaultEnv::Lstat(const std::string& path) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
+    if (lost_) return LostStatus();
     if (Vanished(path)) return Status(StatusCode::kNotFound, path + ": No such file or directory");
   }
   return base_.Lstat(path);
@@ -128,6 +147,7 @@ Result<FileStat> FaultEnv::Lstat(const std::string& path) const {
 
 Status FaultEnv::AfterRead(const std::string& path, uint64_t offset, size_t n, uint8_t* dst) const {
   std::lock_guard<std::mutex> lock(mu_);
+  if (lost_) return LostStatus();
   auto it = std::find_if(reads_.begin(), reads_.end(), [&](const auto& p) { return p.first == path; });
   if (it == reads_.end()) reads_.emplace_back(path, 1);
   else it->second++;
@@ -136,6 +156,10 @@ Status FaultEnv::AfterRead(const std::string& path, uint64_t offset, size_t n, u
     const bool covers = r.offset < 0 || (uint64_t(r.offset) >= offset && uint64_t(r.offset) < offset + n);
     if ((r.kind == Kind::kFailRead && covers) || (r.kind == Kind::kFailAfter && ++r.count > r.nth)) {
       return Status(StatusCode::kIoError, "read error: Input/output error (injected)");
+    }
+    if (r.kind == Kind::kLose && ++r.count > r.nth) {
+      lost_ = true;
+      return LostStatus();
     }
     if (r.kind == Kind::kFlip && covers) {
       r.count++;

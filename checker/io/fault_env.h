@@ -32,6 +32,9 @@ class FaultEnv final : public Env {
   // The first `reads` reads of such files succeed, every later one fails with EIO (a disk or a
   // connection that dies mid-run).
   void FailReadsAfter(std::string suffix, unsigned reads);
+  // As FailReadsAfter, and the first failed read loses the store's connection: from then on
+  // Lost() says so and every open, list, stat and read fails (a remote store that went away).
+  void LoseConnectionAfter(std::string suffix, unsigned reads);
   // Among the reads of such files that cover byte `offset`, the nth (1-based) returns that byte
   // XOR `mask`; the others are clean. nth = 0: every such read is flipped.
   void FlipOnRead(std::string suffix, uint64_t offset, unsigned nth, uint8_t mask = 0x01);
@@ -49,11 +52,12 @@ class FaultEnv final : public Env {
   Result<FileStat> Stat(const std::string& path) const override;
   Result<FileStat> Lstat(const std::string& path) const override;
   unsigned Connections() const override { return connections_; }
+  Status Lost() const override;
   // Pretend to be a store that allows n units to be read at once (engine tests).
   void SetConnections(unsigned n) { connections_ = n; }
 
  private:
-  enum class Kind { kFailOpen, kFailRead, kFailAfter, kFlip, kVanish };
+  enum class Kind { kFailOpen, kFailRead, kFailAfter, kLose, kFlip, kVanish };
   struct Rule {
     Kind kind = Kind::kFailOpen;
     std::string suffix;
@@ -62,7 +66,7 @@ class FaultEnv final : public Env {
     int64_t offset = -1;
     unsigned nth = 0;
     uint8_t mask = 0;
-    unsigned count = 0;  // guarded by mu_: opens (kVanish), covering reads (kFlip), reads (kFailAfter)
+    unsigned count = 0;  // guarded by mu_: opens (kVanish), covering reads (kFlip), reads (kFailAfter, kLose)
   };
   static Rule MakeRule(Kind kind, std::string suffix);
   class FaultFile;
@@ -79,6 +83,7 @@ class FaultEnv final : public Env {
   mutable std::mutex mu_;
   mutable std::vector<Rule> rules_;  // the rules are const while in use; their counters guarded by mu_
   mutable std::vector<std::pair<std::string, unsigned>> reads_;  // guarded by mu_
+  mutable bool lost_ = false;                                    // guarded by mu_
 };
 
 }  // namespace borgcheck::io
