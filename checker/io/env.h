@@ -16,7 +16,7 @@
 //
 // Thread contract: an Env is safe for concurrent use (Default() is stateless; FaultEnv guards
 // its counters). A File is owned by one thread at a time; ReadAt is const and may be called
-// concurrently on one File (pread), but the code never shares one.
+// concurrently on one File (pread); only a FileCache (file_cache.h) shares one between threads.
 #pragma once
 
 #include <cstdint>

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "checker/base/secure_bytes.h"
+#include "checker/io/file_cache.h"
 #include "checker/crypto/tam.h"
 #include "checker/repo/borg1/borg1_verifier.h"
 #include "checker/repo/segment_log/segment_entry.h"
@@ -24,7 +25,7 @@ using archive::ObjectKind;
 class Borg1Archives final : public engine::ArchiveSource, public archive::ObjectFetcher {
  public:
   Borg1Archives(const io::Env& env, const RepositoryPlan& plan, crypto::KeyMode mode, const crypto::KeyMaterial* key)
-      : env_(env),
+      : files_(env),
         plan_(plan),
         mode_(mode),
         key_(key ? std::optional<crypto::KeyMaterial>(*key) : std::nullopt),
@@ -66,7 +67,7 @@ class Borg1Archives final : public engine::ArchiveSource, public archive::Object
     return FetchStatus::kDamaged;
   }
 
-  const io::Env& env_;
+  const io::FileCache files_;  // segments kept open from one fetch to the next (file_cache.h)
   const RepositoryPlan& plan_;
   const crypto::KeyMode mode_;
   const std::optional<crypto::KeyMaterial> key_;
@@ -81,7 +82,7 @@ FetchStatus Borg1Archives::Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plai
   const LiveObject& o = plan_.live[*i];
   auto path = paths_.find(o.segment);
   if (path == paths_.end()) return FetchStatus::kMissing;  // its segment file is gone
-  Result<std::unique_ptr<io::File>> f = env_.Open(*path->second);
+  Result<std::shared_ptr<const io::File>> f = files_.Open(*path->second);
   if (!f.ok()) return archive::CouldNotRead(problem, f.status(), "cannot open " + *path->second);
   const uint64_t size = (*f)->size();
   if (o.offset >= size) return Damaged(problem, report::Stage::kTruncated, "the segment ends before this object");

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "checker/io/file_cache.h"
 #include "checker/repo/borg2b5/borg2b5_verifier.h"
 #include "checker/repo/chunk_id.h"
 
@@ -21,7 +22,7 @@ class Borg2b5Archives final : public engine::ArchiveSource, public archive::Obje
  public:
   Borg2b5Archives(const io::Env& env, const Borg2Plan& plan, const crypto::Borg2KeyType* type,
                   const crypto::Borg2KeyMaterial* key)
-      : env_(env),
+      : files_(env),
         plan_(plan),
         type_(type),
         key_(key ? std::optional<crypto::Borg2KeyMaterial>(*key) : std::nullopt),
@@ -54,7 +55,7 @@ class Borg2b5Archives final : public engine::ArchiveSource, public archive::Obje
     if (!i) return FetchStatus::kMissing;
     const Borg2Segment& seg = plan_.segments[live_[*i].segment];
     const Borg2Entry& e = EntryOf(live_[*i]);
-    Result<std::unique_ptr<io::File>> f = env_.Open(seg.path);
+    Result<std::shared_ptr<const io::File>> f = files_.Open(seg.path);
     if (!f.ok()) return archive::CouldNotRead(problem, f.status(), "cannot open " + seg.path);
     ByteBuffer entry;
     entry.Resize(e.size);
@@ -85,7 +86,7 @@ class Borg2b5Archives final : public engine::ArchiveSource, public archive::Obje
     return FetchStatus::kDamaged;
   }
 
-  const io::Env& env_;
+  const io::FileCache files_;  // segments kept open from one fetch to the next (file_cache.h)
   const Borg2Plan& plan_;
   const crypto::Borg2KeyType* type_;
   const std::optional<crypto::Borg2KeyMaterial> key_;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "checker/io/file_cache.h"
 #include "checker/repo/borgstore/borgstore_verifier.h"
 #include "checker/repo/chunk_id.h"
 
@@ -101,7 +102,7 @@ class BorgstoreArchives final : public engine::ArchiveSource, public archive::Ob
       } else {
         return FetchStatus::kMissing;
       }
-      Result<std::unique_ptr<io::File>> f = env_.Open(*path);
+      Result<std::shared_ptr<const io::File>> f = packs_open_.Open(*path);
       if (!f.ok()) return archive::CouldNotRead(problem, f.status(), "cannot open the pack");
       const uint64_t size = (*f)->size();
       if (offset >= size || want > kMaxBlobSize + kObjHeaderSize) {
@@ -140,6 +141,7 @@ class BorgstoreArchives final : public engine::ArchiveSource, public archive::Ob
   }
 
   const io::Env& env_;
+  const io::FileCache packs_open_{env_};  // packs kept open from one fetch to the next (file_cache.h)
   const std::function<std::vector<UnindexedBlob>()> unindexed_source_;
   std::vector<UnindexedBlob> unindexed_;  // sorted by id; written by ObjectPassDone only, before any walk
   const BorgstoreLayout& layout_;

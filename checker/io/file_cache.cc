@@ -1,0 +1,32 @@
+#include "checker/io/file_cache.h"
+
+namespace borgcheck::io {
+
+Result<std::shared_ptr<const File>> FileCache::Open(const std::string& path) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+      if (it->first == path) {
+        kept_.splice(kept_.begin(), kept_, it);
+        return kept_.front().second;
+      }
+    }
+  }
+  // Opened without the lock (a remote open takes round trips): two threads may both open the
+  // same path; the first one kept is used, the other closed.
+  Result<std::unique_ptr<File>> opened = env_.Open(path);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<const File> file(std::move(opened).value());
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    if (it->first == path) {
+      kept_.splice(kept_.begin(), kept_, it);
+      return kept_.front().second;
+    }
+  }
+  kept_.emplace_front(path, file);
+  if (kept_.size() > capacity_) kept_.pop_back();
+  return file;
+}
+
+}  // namespace borgcheck::io
