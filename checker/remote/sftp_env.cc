@@ -8,6 +8,12 @@
 // wait on cv_. The I/O thread reads stdout into a PacketReader, parses each reply, copies DATA
 // into the caller's buffer and marks the request done, all under mu_.
 //
+// Round trips are what a distant server costs, so requests that do not depend on each other's
+// answers go out together (Connection::Post, one write): Open's FSTAT with the READs of a small
+// file, List's READDIRs two at a time, a File's OPENs (then FSTATs) on the other connections.
+// A large ReadAt is striped over every connection (SftpFile), since one ssh channel carries about
+// 2 MiB per round trip. Every in-flight READ still counts against its connection's byte bound.
+//
 // Writes to ssh's stdin go through a non-blocking fd polled in 100 ms steps that check for a
 // loss, so that no writer blocks after the connection is lost. EPIPE is handled as a loss
 // (main ignores SIGPIPE; the tests do too).
@@ -136,11 +142,12 @@ struct LossLog {
 
 // One request a caller waits for. Owned by the caller; while it is registered in
 // Connection::pending_ the I/O thread fills it, under Connection::mu_ (and so does the caller
-// read it).
+// read it). The caller writes id, dst, want and offset before it is registered; the I/O thread
+// writes the results; the caller reads them once done (Wait, or under mu_).
 struct Pending {
-  uint32_t id = 0;
-  // READ requests: where the DATA goes, at most `want` bytes; `offset` is the caller's own
-  // bookkeeping (relative to its buffer).
+  uint32_t id = 0;  // 0 until registered (Connection::NewId never hands out 0)
+  // READ requests (want > 0): where the DATA goes, at most `want` bytes; `offset` is the
+  // caller's own bookkeeping (relative to its buffer, or to the file for Connection::Post).
   uint8_t* dst = nullptr;
   uint32_t want = 0;
   uint64_t offset = 0;
@@ -241,6 +248,44 @@ class Connection {
     cv_.wait(lock, [&] { return p.done || !lost_.ok(); });
     if (!p.done || p.type == 0) return lost_;
     return std::move(p.body);
+  }
+
+  // Registers every request of `ps` (a READ when p->want > 0: its bytes count in flight) and
+  // writes encode(*p) of them all in one write, so that they cost one round trip together. With
+  // reads_optional, the READs from the first that would take the connection over its in-flight
+  // limit on are left out (their id stays 0: nothing to wait for). Every Pending must stay alive
+  // until Wait says it is answered or Forget gives it up. Returns the loss if there is one.
+  Status Post(const std::vector<Pending*>& ps, bool reads_optional,
+              const std::function<std::string(const Pending&)>& encode) {
+    std::string packets;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!lost_.ok()) return lost_;
+      bool room = true;
+      for (Pending* p : ps) {
+        if (p->want > 0 && reads_optional) {
+          room = room && (in_flight_ == 0 || in_flight_ + p->want <= in_flight_limit_);
+          if (!room) continue;
+        }
+        Register(p, p->want);
+        packets += encode(*p);
+      }
+    }
+    return Send(packets);  // a failure is a loss: LoseLocked has marked every request done
+  }
+
+  // Waits for a posted request: Ok when its reply is in *p, else the loss.
+  Status Wait(Pending* p) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return p->done || !lost_.ok(); });
+    if (!p->done || p->type == 0) return lost_;
+    return Status::Ok();
+  }
+
+  // The caller gives up on p (posted or not, answered or not): a later reply is discarded.
+  void Forget(Pending* p) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!p->done) Abandon(p);
   }
 
   // Sends make(id) without waiting; the reply is discarded (CLOSE).
@@ -390,8 +435,8 @@ class Connection {
     uint32_t read_len;  // bytes counted in in_flight_
   };
 
-  uint32_t NewId() {
-    while (pending_.count(next_id_) != 0) ++next_id_;
+  uint32_t NewId() {  // never 0: Pending::id 0 means "not posted"
+    while (next_id_ == 0 || pending_.count(next_id_) != 0) ++next_id_;
     return next_id_++;
   }
   void AddSlot(uint32_t id, Pending* p, uint32_t read_len) {
@@ -699,16 +744,62 @@ class Connection {
   bool tail_truncated_ = false;
 };
 
-// An open file: one server handle on one connection. ReadAt may be called concurrently; the
-// read-ahead block is guarded by cache_mu_.
+// Runs a function when it goes out of scope (a return or an exception): used to give up
+// requests still registered, so that the I/O thread never writes into a Pending that is gone.
+class ScopeExit {
+ public:
+  explicit ScopeExit(std::function<void()> f) : f_(std::move(f)) {}
+  ~ScopeExit() { f_(); }
+  ScopeExit(const ScopeExit&) = delete;
+  ScopeExit& operator=(const ScopeExit&) = delete;
+
+ private:
+  std::function<void()> f_;
+};
+
+Status ShortRead(uint64_t at) {
+  return Status(StatusCode::kIoError, "short read: file ended at " + std::to_string(at));
+}
+
+// Whether two FSTATs describe the same regular file as far as SFTP v3 can tell: size and mtime
+// (whole seconds; v3 has no inode). A file replaced by one of the same size within the same
+// second is not told apart; borg never rewrites a segment or pack in place.
+bool SameFile(const sftp::Attrs& a, const sftp::Attrs& b) {
+  constexpr uint32_t kNeed = sftp::kAttrSize | sftp::kAttrAcModTime | sftp::kAttrPermissions;
+  return (a.flags & kNeed) == kNeed && (b.flags & kNeed) == kNeed && TypeOf(a) == io::EntryType::kRegular &&
+         TypeOf(b) == io::EntryType::kRegular && a.size == b.size && a.mtime == b.mtime;
+}
+
+// An open file: one server handle on the connection it was opened on (the primary), and, from
+// the first large ReadAt on, one handle on each other connection whose FSTAT agrees with the
+// primary's (the stripes). A ReadAt of at least kStripeMinBytes is split into contiguous
+// stripes read at once, one per handle: the calling thread reads the first on the primary,
+// short-lived threads (joined before ReadAt returns) the others; so one segment or pack is read
+// at the speed of all connections. The bytes are the same file's, so the result is the one a
+// single handle gives, short reads included: the first stripe that ends early says where the
+// file ended.
+//
+// Thread contract: ReadAt may be called concurrently. Const after construction: the primary's
+// connection, handle, size and attributes, the path and the other connections. The read-ahead
+// block is guarded by cache_mu_. stripes_ is written once, by the first large ReadAt while it
+// holds stripe_mu_ (stripes_tried_ then true), and is read-only after: a reader takes
+// stripe_mu_ once to see stripes_tried_, which orders that write before its reads. The File
+// owns every handle in stripes_ and closes them all in its destructor.
 class SftpFile final : public io::File {
  public:
-  SftpFile(std::shared_ptr<Connection> conn, std::string handle, uint64_t size)
-      : conn_(std::move(conn)), handle_(std::move(handle)), size_(size) {
+  static constexpr size_t kStripeMinBytes = 1 << 20;
+
+  SftpFile(std::shared_ptr<Connection> conn, std::vector<std::shared_ptr<Connection>> others, std::string path,
+           std::string handle, const sftp::Attrs& attrs, std::vector<uint8_t> ahead)
+      : conn_(std::move(conn)), others_(std::move(others)), path_(std::move(path)), handle_(std::move(handle)),
+        attrs_(attrs), size_(attrs.size), cache_(std::move(ahead)) {
     conn_->open_files.fetch_add(1);
   }
   ~SftpFile() override {
     conn_->SendAndForget([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kClose, id, handle_); });
+    for (const Stripe& s : stripes_) {
+      s.conn->SendAndForget([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kClose, id, s.handle); });
+    }
     conn_->open_files.fetch_sub(1);
   }
   SftpFile(const SftpFile&) = delete;
@@ -737,6 +828,17 @@ class SftpFile final : public io::File {
       std::memcpy(dst, cache_.data(), n);
       return Status::Ok();
     }
+    if (n >= kStripeMinBytes && !others_.empty()) {
+      {
+        std::lock_guard<std::mutex> lock(stripe_mu_);
+        if (!stripes_tried_) {
+          stripes_tried_ = true;
+          Status s = OpenStripesLocked();
+          if (!s.ok()) return s;  // a lost connection; a refused OPEN only leaves it out
+        }
+      }
+      if (!stripes_.empty()) return ReadStriped(offset, n, dst);
+    }
     Result<size_t> got = conn_->ReadRange(handle_, offset, n, dst);
     if (!got.ok()) return got.status();
     if (*got < n) return ShortRead(offset + *got);
@@ -744,16 +846,151 @@ class SftpFile final : public io::File {
   }
 
  private:
-  static Status ShortRead(uint64_t at) {
-    return Status(StatusCode::kIoError, "short read: file ended at " + std::to_string(at));
+  struct Stripe {
+    std::shared_ptr<Connection> conn;
+    std::string handle;
+  };
+
+  // Opens path_ on every other connection: OPEN on all at once, then FSTAT on all at once (two
+  // round trips however many connections). A handle joins stripes_ when its FSTAT agrees with
+  // the primary's (SameFile); else it is closed. An OPEN or FSTAT the server refuses, or a file
+  // that changed, only leaves that connection out (never damage: the primary reads alone). A
+  // malformed reply is a protocol error (the connection is lost); a loss is returned, after
+  // the handles already open are kept or closed as above.
+  Status OpenStripesLocked() const {
+    struct Try {
+      std::shared_ptr<Connection> conn;
+      Pending open, fstat;
+      std::string handle;
+    };
+    std::vector<std::unique_ptr<Try>> tries;
+    ScopeExit forget([&] {
+      for (auto& t : tries) {
+        t->conn->Forget(&t->open);
+        t->conn->Forget(&t->fstat);
+      }
+    });
+    Status lost;
+    auto note_loss = [&](const Status& s) {
+      if (lost.ok()) lost = s;
+    };
+    for (const std::shared_ptr<Connection>& c : others_) {
+      tries.push_back(std::make_unique<Try>());
+      Try& t = *tries.back();
+      t.conn = c;
+      Status s = c->Post({&t.open}, false, [&](const Pending& p) { return sftp::EncodeOpenRead(p.id, path_); });
+      if (!s.ok()) note_loss(s);
+    }
+    for (auto& t : tries) {
+      if (t->open.id == 0) continue;
+      Status s = t->conn->Wait(&t->open);
+      if (!s.ok()) {
+        note_loss(s);
+        continue;
+      }
+      if (t->open.type == sftp::kHandle) {
+        Result<std::string> h = sftp::ParseHandle(t->open.body);
+        if (h.ok()) t->handle = std::move(*h);
+      } else if (t->open.type != sftp::kStatus) {  // STATUS: refused, this connection is left out
+        t->conn->ProtocolError("a reply of type " + std::to_string(t->open.type) + " to an open");
+        note_loss(t->conn->lost());
+      }
+      if (t->handle.empty()) continue;
+      Status f = t->conn->Post({&t->fstat}, false, [&](const Pending& p) {
+        return sftp::EncodeHandleRequest(sftp::kFstat, p.id, t->handle);
+      });
+      if (!f.ok()) note_loss(f);
+    }
+    for (auto& t : tries) {
+      if (t->handle.empty()) continue;
+      bool same = false;
+      if (t->fstat.id != 0) {
+        Status s = t->conn->Wait(&t->fstat);
+        if (!s.ok()) {
+          note_loss(s);
+        } else if (t->fstat.type == sftp::kAttrs) {
+          Result<sftp::Attrs> a = sftp::ParseAttrsReply(t->fstat.body);
+          same = a.ok() && SameFile(attrs_, *a);
+        } else if (t->fstat.type != sftp::kStatus) {
+          t->conn->ProtocolError("a reply of type " + std::to_string(t->fstat.type) + " to FSTAT");
+          note_loss(t->conn->lost());
+        }
+      }
+      if (same) {
+        stripes_.push_back(Stripe{t->conn, std::move(t->handle)});
+      } else {
+        t->conn->SendAndForget([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kClose, id, t->handle); });
+      }
+    }
+    return lost;
+  }
+
+  // Reads [offset, offset + n) as 1 + stripes_.size() contiguous stripes at once. The result
+  // is a single handle's: the first failed stripe's error, else the first short stripe's end
+  // as a short read, else Ok.
+  Status ReadStriped(uint64_t offset, size_t n, uint8_t* dst) const {
+    const size_t k = 1 + stripes_.size();
+    const size_t per = (n + k - 1) / k;
+    struct Part {
+      Connection* conn;
+      const std::string* handle;
+      size_t begin, len;
+      Result<size_t> got{size_t(0)};  // written by the thread that reads the part, read after join
+      bool started = false;           // a thread of its own runs it
+    };
+    std::vector<Part> parts;
+    for (size_t i = 0; i < k && i * per < n; ++i) {
+      Connection* c = i == 0 ? conn_.get() : stripes_[i - 1].conn.get();
+      const std::string* h = i == 0 ? &handle_ : &stripes_[i - 1].handle;
+      parts.push_back(Part{c, h, i * per, std::min(per, n - i * per)});
+    }
+    auto read = [offset, dst](Part& p) {
+      try {
+        p.got = p.conn->ReadRange(*p.handle, offset + p.begin, p.len, dst + p.begin);
+      } catch (const std::exception& e) {
+        p.got = Status(StatusCode::kIoError, std::string("read error: ") + e.what());
+      }
+    };
+    std::vector<std::thread> threads;
+    threads.reserve(parts.size());
+    {
+      ScopeExit join([&] {
+        for (std::thread& t : threads) t.join();
+      });
+      for (size_t i = 1; i < parts.size(); ++i) {
+        try {
+          threads.emplace_back(read, std::ref(parts[i]));
+          parts[i].started = true;
+        } catch (const std::system_error&) {
+          // No thread: the calling thread reads this stripe itself, after its own.
+        }
+      }
+      read(parts[0]);
+      for (size_t i = 1; i < parts.size(); ++i) {
+        if (!parts[i].started) read(parts[i]);
+      }
+    }
+    for (const Part& p : parts) {
+      if (!p.got.ok()) return p.got.status();
+    }
+    for (const Part& p : parts) {
+      if (*p.got < p.len) return ShortRead(offset + p.begin + *p.got);
+    }
+    return Status::Ok();
   }
 
   const std::shared_ptr<Connection> conn_;
+  const std::vector<std::shared_ptr<Connection>> others_;  // every connection but conn_
+  const std::string path_;
   const std::string handle_;
+  const sftp::Attrs attrs_;  // the primary's FSTAT
   const uint64_t size_;
   mutable std::mutex cache_mu_;  // guards the read-ahead block
   mutable std::vector<uint8_t> cache_;
   mutable uint64_t cache_offset_ = 0;
+  mutable std::mutex stripe_mu_;
+  mutable bool stripes_tried_ = false;  // guarded by stripe_mu_
+  mutable std::vector<Stripe> stripes_;  // written once under stripe_mu_, then read-only
 };
 
 }  // namespace
@@ -903,13 +1140,37 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   Result<std::string> handle = Impl::HandleOf(
       c, path, c.Call([&](uint32_t id) { return sftp::EncodeOpenRead(id, path); }), &status);
   if (!handle.ok()) return handle.status();
-  Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kFstat, id, *handle); });
-  Status error;
+  // FSTAT and, for a file STAT said is at most kReadAheadBytes, the READs of all of it, in one
+  // write: the read-ahead block is then filled without a round trip of its own. The READs are
+  // left out when the connection has no room for them in flight (the first ReadAt reads then).
+  static_assert(kReadAheadBytes <= 2 * uint64_t(sftp::kMaxReadLength));
+  Pending fstat;
+  Pending reads[2];
+  std::vector<uint8_t> ahead;
+  std::vector<Pending*> batch{&fstat};
+  if (st->has_size() && st->size > 0 && st->size <= kReadAheadBytes) {
+    ahead.resize(size_t(st->size));
+    for (size_t i = 0, off = 0; off < ahead.size(); ++i) {
+      reads[i].dst = ahead.data() + off;
+      reads[i].want = uint32_t(std::min<size_t>(sftp::kMaxReadLength, ahead.size() - off));
+      reads[i].offset = off;
+      batch.push_back(&reads[i]);
+      off += reads[i].want;
+    }
+  }
+  ScopeExit forget([&] {
+    for (Pending* p : batch) c.Forget(p);
+  });
+  Status error = c.Post(batch, true, [&](const Pending& p) {
+    return p.want > 0 ? sftp::EncodeRead(p.id, *handle, p.offset, p.want)
+                      : sftp::EncodeHandleRequest(sftp::kFstat, p.id, *handle);
+  });
+  if (error.ok()) error = c.Wait(&fstat);
   sftp::Attrs attrs;
-  if (!body.ok()) {
-    error = WithPath(path, body.status());
-  } else if (uint8_t((*body)[0]) == sftp::kAttrs && sftp::ParseAttrsReply(*body).ok()) {
-    attrs = *sftp::ParseAttrsReply(*body);
+  if (!error.ok()) {
+    error = WithPath(path, error);
+  } else if (fstat.type == sftp::kAttrs && sftp::ParseAttrsReply(fstat.body).ok()) {
+    attrs = *sftp::ParseAttrsReply(fstat.body);
     if (TypeOf(attrs) != io::EntryType::kRegular) {
       error = Status(StatusCode::kCorruptMetadata,
                      path + ": is a " + (attrs.has_permissions() ? sftp::TypeName(attrs.permissions) : "special file") +
@@ -917,17 +1178,38 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
     } else if (!attrs.has_size()) {
       error = Status(StatusCode::kIoError, path + ": the server did not say the file's size");
     }
-  } else if (uint8_t((*body)[0]) == sftp::kStatus && sftp::ParseStatus(*body).ok()) {
-    error = Status(StatusCode::kIoError, path + ": " + ServerMessage(*sftp::ParseStatus(*body)));
+  } else if (fstat.type == sftp::kStatus && sftp::ParseStatus(fstat.body).ok()) {
+    error = Status(StatusCode::kIoError, path + ": " + ServerMessage(*sftp::ParseStatus(fstat.body)));
   } else {
-    c.ProtocolError("a reply of type " + std::to_string(uint8_t((*body)[0])) + " to FSTAT");
+    c.ProtocolError("a reply of type " + std::to_string(fstat.type) + " to FSTAT");
     error = WithPath(path, c.lost());
+  }
+  // The read-ahead block: the bytes from 0 that came back without a gap (DATA may be shorter
+  // than asked; a STATUS, EOF or other, ends it), never beyond the size FSTAT says.
+  size_t have = 0;
+  for (size_t i = 0; error.ok() && i + 1 < batch.size(); ++i) {
+    Pending& r = reads[i];
+    if (r.id == 0) break;  // left out for room
+    Status w = c.Wait(&r);
+    if (!w.ok()) {
+      error = WithPath(path, w);
+      break;
+    }
+    if (r.type != sftp::kData || r.offset != have) break;
+    have += r.got;
+    if (r.got < r.want) break;
   }
   if (!error.ok()) {
     Impl::Close(c, *handle);
     return error;
   }
-  return std::unique_ptr<io::File>(new SftpFile(conn, std::move(*handle), attrs.size));
+  ahead.resize(std::min<uint64_t>(have, attrs.size));
+  std::vector<std::shared_ptr<Connection>> others;
+  for (const std::shared_ptr<Connection>& o : impl_->conns) {
+    if (o != conn) others.push_back(o);
+  }
+  return std::unique_ptr<io::File>(
+      new SftpFile(conn, std::move(others), path, std::move(*handle), attrs, std::move(ahead)));
 }
 
 Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
@@ -945,25 +1227,45 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
     if (!st.ok() && st.status().code() == StatusCode::kNotFound) return st.status();
     return handle.status();
   }
+  // Two READDIRs outstanding: the next is on its way while a reply is handled, so that a
+  // folder of one or two replies costs one round trip after OPENDIR. Replies are taken oldest
+  // first: the draft asks a server to process the requests on one file in the order received
+  // (OpenSSH's serves one request at a time), so each READDIR gets the next batch, and after an
+  // EOF the other one (EOF again) is given up.
   std::vector<io::DirEntry> out;
   std::vector<size_t> to_follow;  // symlinks and entries of unknown type
   Status error;
+  std::deque<std::unique_ptr<Pending>> outstanding;
+  ScopeExit forget([&] {
+    for (auto& p : outstanding) c.Forget(p.get());
+  });
+  auto post_readdir = [&]() -> Status {
+    outstanding.push_back(std::make_unique<Pending>());
+    return c.Post({outstanding.back().get()}, false,
+                  [&](const Pending& p) { return sftp::EncodeHandleRequest(sftp::kReaddir, p.id, *handle); });
+  };
+  for (int i = 0; i < 2; ++i) {
+    Status s = post_readdir();
+    if (!s.ok()) return WithPath(dir, s);
+  }
   for (;;) {
-    Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodeHandleRequest(sftp::kReaddir, id, *handle); });
-    if (!body.ok()) return WithPath(dir, body.status());
-    const uint8_t t = uint8_t((*body)[0]);
+    Pending& p = *outstanding.front();
+    Status s = c.Wait(&p);
+    if (!s.ok()) return WithPath(dir, s);
+    const uint8_t t = p.type;
     if (t == sftp::kStatus) {
-      Result<sftp::StatusReply> st = sftp::ParseStatus(*body);
+      Result<sftp::StatusReply> st = sftp::ParseStatus(p.body);
       if (st.ok() && st->code == sftp::kFxEof) break;
       error = st.ok() ? Status(StatusCode::kIoError, dir + ": " + ServerMessage(*st)) : WithPath(dir, st.status());
       break;
     }
     Result<std::vector<sftp::NameEntry>> names =
-        t == sftp::kName ? sftp::ParseName(*body) : Result<std::vector<sftp::NameEntry>>(StatusCode::kIoError, "");
+        t == sftp::kName ? sftp::ParseName(p.body) : Result<std::vector<sftp::NameEntry>>(StatusCode::kIoError, "");
     if (!names.ok()) {
       c.ProtocolError("a reply of type " + std::to_string(t) + " to READDIR");
       return WithPath(dir, c.lost());
     }
+    outstanding.pop_front();  // answered: no longer registered
     for (sftp::NameEntry& n : *names) {
       if (n.name == "." || n.name == "..") continue;
       io::DirEntry e;
@@ -976,6 +1278,8 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
       error = Status(StatusCode::kIoError, dir + ": more than " + std::to_string(kMaxListEntries) + " entries");
       break;
     }
+    s = post_readdir();
+    if (!s.ok()) return WithPath(dir, s);
   }
   Impl::Close(c, *handle);
   if (!error.ok()) return error;

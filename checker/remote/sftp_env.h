@@ -13,9 +13,13 @@
 // Thread contract: an SftpEnv is safe for concurrent use from any number of threads. It owns
 // its connections: each connection owns one ssh child process, the pipes to it and one I/O
 // thread that reads replies and hands them to the waiting caller by request id; requests are
-// written under the connection's mutex. A File owns one server handle on one connection; ReadAt
-// may be called concurrently. Connect spawns every ssh process (posix_spawn only) before it
-// returns, so call it before any worker thread starts.
+// written under the connection's mutex. A File owns one server handle on the connection it was
+// opened on and, from its first ReadAt of 1 MiB or more on, one on each other connection where
+// the same file opens (same size and mtime); such a ReadAt is split into one contiguous stripe
+// per handle, read at once by the calling thread and short-lived threads joined before it
+// returns. ReadAt may be called concurrently; the File closes every handle it owns when
+// destroyed. Connect spawns every ssh process (posix_spawn only) before it returns, so call it
+// before any worker thread starts.
 #pragma once
 
 #include <chrono>
@@ -63,6 +67,9 @@ class SftpEnv final : public io::Env {
 
   // io::Env. Error classes as io/env.h: NO_SUCH_FILE -> kNotFound; a non-regular file at Open
   // -> kCorruptMetadata; PERMISSION_DENIED, FAILURE, a lost connection -> kIoError.
+  // Round trips: Open is STAT, OPEN, then FSTAT with (for a file of at most 256 KiB) the READs
+  // of all of it, so that its small reads need none of their own; List is OPENDIR, then
+  // READDIRs two at a time. Nothing is cached across calls: each Open reads the file anew.
   // FileStat from SFTP v3 attributes: type from the permission bits, size, mtime in whole
   // seconds (v3 has no more), inode 0 and ctime 0 (v3 has neither).
   Result<std::unique_ptr<io::File>> Open(const std::string& path) const override;

@@ -7,6 +7,7 @@
 // Every wait is bounded by a generous timeout; no test takes more than a few seconds.
 #include "checker/remote/sftp_env.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -94,6 +95,29 @@ SftpTarget ScriptTarget(const TempDir& dir, const std::string& body) {
 SftpTarget ServerTarget(const TempDir& dir, const std::string& root) {
   return ScriptTarget(dir, "echo \"$@\" > '" + dir.path() + "/args'\n" + "echo $$ > '" + dir.path() +
                                "/pid'\n" + "cd '" + root + "' || exit 1\n" + "exec " + kSftpServer + "\n");
+}
+
+// The real server in `root`, logging every request (OpenSSH's -l DEBUG1: "open", "read",
+// "close ... bytes read N" lines) to DIR/log; the connections of one Env append to the same file.
+SftpTarget LoggingServerTarget(const TempDir& dir, const std::string& root) {
+  return ScriptTarget(dir, "cd '" + root + "' || exit 1\n" + "exec " + kSftpServer + " -e -l DEBUG1 2>>'" +
+                               dir.path() + "/log'\n");
+}
+
+size_t CountOf(const std::string& text, const std::string& needle) {
+  size_t n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+  return n;
+}
+
+// The byte counts of the server's `close "PATH" bytes read N written 0` lines, in order.
+std::vector<uint64_t> ClosedHandlesRead(const std::string& log, const std::string& path) {
+  std::vector<uint64_t> out;
+  const std::string needle = "close \"" + path + "\" bytes read ";
+  for (size_t at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) {
+    out.push_back(std::stoull(log.substr(at + needle.size())));
+  }
+  return out;
 }
 
 std::unique_ptr<SftpEnv> MustConnect(const SftpTarget& t, const std::string& path, SftpOptions o = {}) {
@@ -524,4 +548,259 @@ TEST_CASE("sftp_env: SftpEnv times out a server that stops answering mid-session
   CHECK(s.status().message() == root + "/f: connection to testhost lost: no answer for 1 s");
   CHECK(env->Lost().message() == "connection to testhost lost: no answer for 1 s");
   ::kill(server, SIGCONT);  // SIGTERM (sent on the loss) is delivered now
+}
+
+TEST_CASE("sftp_env: a large ReadAt is striped over every connection and equals the local bytes", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const size_t size = (9 << 20) + 12345;
+  const std::string bytes = RandomBytes(size, 11);
+  WriteFile(root + "/seg", bytes);
+  const std::string path = root + "/seg";
+  SftpOptions o;
+  o.connections = 4;
+  auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
+  {
+    Result<std::unique_ptr<io::File>> f = env->Open(path);
+    REQUIRE(f.ok());
+    REQUIRE((*f)->size() == size);
+    std::string got(size, '\0');
+    REQUIRE((*f)->ReadAt(0, size, reinterpret_cast<uint8_t*>(got.data())).ok());
+    CHECK(got == bytes);
+    for (auto [off, n] : std::vector<std::pair<uint64_t, size_t>>{{777, 1 << 20},
+                                                                  {(3 << 20) + 5, 4 << 20},
+                                                                  {1, (1 << 20) + 3},
+                                                                  {size - (3 << 20), 3 << 20},
+                                                                  {size - (1 << 20) - 1, 1 << 20}}) {
+      INFO(off << " " << n);
+      std::string part(n, '\0');
+      REQUIRE((*f)->ReadAt(off, n, reinterpret_cast<uint8_t*>(part.data())).ok());
+      CHECK(part == bytes.substr(off, n));
+    }
+    // Across the end: the message of a single handle (where the file ended), whichever stripe
+    // saw it; wholly past the end: the offset asked for.
+    for (auto [off, n] : std::vector<std::pair<uint64_t, size_t>>{
+             {size - 100, 2 << 20}, {size - (2 << 20), 4 << 20}, {0, size + 1}, {size + 5, 1 << 20}, {size, 1 << 20}}) {
+      INFO(off << " " << n);
+      std::string part(n, '\0');
+      Status s = (*f)->ReadAt(off, n, reinterpret_cast<uint8_t*>(part.data()));
+      CHECK(s.code() == StatusCode::kIoError);
+      CHECK(s.message() == "short read: file ended at " + std::to_string(std::max<uint64_t>(off, size)));
+    }
+  }
+  // The File closed its 4 handles: a STAT on each connection (round robin) comes after its CLOSE.
+  for (int i = 0; i < 4; ++i) REQUIRE(env->Stat(path).ok());
+  const std::string log = ReadFile(dir.path() + "/log");
+  CHECK(CountOf(log, "open \"" + path + "\" flags READ") == 4);
+  const std::vector<uint64_t> read = ClosedHandlesRead(log, path);
+  REQUIRE(read.size() == 4);
+  for (uint64_t r : read) CHECK(r > (4 << 20));  // every handle read its share
+  CHECK(env->Lost().ok());
+}
+
+TEST_CASE("sftp_env: concurrent large ReadAts open the stripes once and read exactly", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const std::string bytes = RandomBytes(12 << 20, 12);
+  const std::string path = root + "/seg";
+  WriteFile(path, bytes);
+  SftpOptions o;
+  o.connections = 3;
+  o.in_flight_bytes = 700 * 1024;  // stripes wait for room beside each other
+  auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
+  {
+    Result<std::unique_ptr<io::File>> f = env->Open(path);
+    REQUIRE(f.ok());
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 6; ++t) {
+      threads.emplace_back([&, t] {
+        std::mt19937 rng{uint32_t(t)};
+        for (int i = 0; i < 4; ++i) {
+          const size_t n = (1 << 20) + rng() % (3 << 20);
+          const uint64_t off = rng() % (bytes.size() - n);
+          std::string got(n, '\0');
+          if (!(*f)->ReadAt(off, n, reinterpret_cast<uint8_t*>(got.data())).ok() || got != bytes.substr(off, n)) {
+            ++failures;
+          }
+        }
+      });
+    }
+    for (auto& th : threads) th.join();
+    CHECK(failures.load() == 0);
+  }
+  for (int i = 0; i < 3; ++i) REQUIRE(env->Stat(path).ok());
+  const std::string log = ReadFile(dir.path() + "/log");
+  CHECK(CountOf(log, "open \"" + path + "\" flags READ") == 3);
+  CHECK(ClosedHandlesRead(log, path).size() == 3);
+  CHECK(env->Lost().ok());
+}
+
+TEST_CASE("sftp_env: a file replaced or removed after Open is read from its first handle only", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const std::string path = root + "/seg";
+  const std::string old_bytes = RandomBytes(3 << 20, 21);
+  WriteFile(path, old_bytes);
+  SftpOptions o;
+  o.connections = 4;
+  auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
+  Result<std::unique_ptr<io::File>> f = env->Open(path);
+  REQUIRE(f.ok());
+  SECTION("replaced by a file of another size") {
+    WriteFile(root + "/new", RandomBytes((3 << 20) + 1, 22));
+    REQUIRE(::rename((root + "/new").c_str(), path.c_str()) == 0);
+  }
+  SECTION("replaced by a file of the same size and another mtime") {
+    WriteFile(root + "/new", RandomBytes(3 << 20, 23));
+    struct stat st;
+    REQUIRE(::stat(path.c_str(), &st) == 0);
+    const struct timespec times[2] = {st.st_atim, {st.st_mtim.tv_sec - 100, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, (root + "/new").c_str(), times, 0) == 0);
+    REQUIRE(::rename((root + "/new").c_str(), path.c_str()) == 0);
+  }
+  SECTION("removed (the other OPENs fail)") { REQUIRE(::unlink(path.c_str()) == 0); }
+  SECTION("replaced by a folder (the other FSTATs say so)") {
+    REQUIRE(::unlink(path.c_str()) == 0);
+    fs::create_directory(path);
+  }
+  std::string got(old_bytes.size(), '\0');
+  Status s = (*f)->ReadAt(0, got.size(), reinterpret_cast<uint8_t*>(got.data()));
+  INFO(s.message());
+  REQUIRE(s.ok());
+  CHECK(got == old_bytes);
+  std::string part(2 << 20, '\0');
+  REQUIRE((*f)->ReadAt(12345, part.size(), reinterpret_cast<uint8_t*>(part.data())).ok());
+  CHECK(part == old_bytes.substr(12345, part.size()));
+  f->reset();
+  for (int i = 0; i < 4; ++i) (void)env->Stat(root);
+  const std::vector<uint64_t> read = ClosedHandlesRead(ReadFile(dir.path() + "/log"), path);
+  uint64_t total = 0, used = 0;
+  for (uint64_t r : read) {
+    total += r;
+    used += r > 0;
+  }
+  CHECK(used == 1);  // the first handle read everything
+  CHECK(total == old_bytes.size() + part.size());
+  CHECK(env->Lost().ok());
+}
+
+TEST_CASE("sftp_env: small files are read by the open itself, exactly", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const std::vector<size_t> sizes = {0, 1, 100, 65535, 65536, 255 * 1024 - 1, 255 * 1024, 255 * 1024 + 1,
+                                     256 * 1024 - 1, 256 * 1024, 256 * 1024 + 1, 300 * 1024};
+  std::map<size_t, std::string> files;
+  for (size_t size : sizes) {
+    files[size] = RandomBytes(size, uint32_t(size + 5));
+    WriteFile(root + "/f" + std::to_string(size), files[size]);
+  }
+  SECTION("one connection: no READ after the open's own") {
+    auto env = MustConnect(LoggingServerTarget(dir, root), root);
+    for (size_t size : sizes) {
+      INFO(size);
+      const std::string path = root + "/f" + std::to_string(size);
+      Result<std::unique_ptr<io::File>> f = env->Open(path);
+      REQUIRE(f.ok());
+      REQUIRE((*f)->size() == size);
+      REQUIRE(env->Stat(path).ok());  // after the open's READs, if any
+      const size_t by_open = CountOf(ReadFile(dir.path() + "/log"), "read \"" + path + "\"");
+      CHECK(by_open == (size <= 256 * 1024 ? (size + 255 * 1024 - 1) / (255 * 1024) : 0));
+      std::string got;
+      for (uint64_t off = 0; off < size; off += 1000) {  // small reads, as an entry walk
+        std::string piece(std::min<uint64_t>(1000, size - off), '\0');
+        REQUIRE((*f)->ReadAt(off, piece.size(), reinterpret_cast<uint8_t*>(piece.data())).ok());
+        got += piece;
+      }
+      CHECK(got == files[size]);
+      REQUIRE(env->Stat(path).ok());  // after every READ of this file
+      const size_t reads = CountOf(ReadFile(dir.path() + "/log"), "read \"" + path + "\"");
+      if (size <= 256 * 1024) {
+        CHECK(reads == by_open);  // the small reads needed no READ of their own
+      } else {
+        CHECK(reads >= 2);
+      }
+      // A small read across the end: the same short read as ever.
+      std::string tail(10, '\0');
+      Status s = (*f)->ReadAt(size >= 5 ? size - 5 : 0, 10, reinterpret_cast<uint8_t*>(tail.data()));
+      CHECK(s.code() == StatusCode::kIoError);
+      CHECK(s.message() == "short read: file ended at " + std::to_string(size));
+      if (size >= 5) {
+        std::string last(5, '\0');
+        REQUIRE((*f)->ReadAt(size - 5, 5, reinterpret_cast<uint8_t*>(last.data())).ok());
+        CHECK(last == files[size].substr(size - 5));
+      }
+    }
+  }
+  SECTION("little room in flight: the open reads what fits, ReadAt the rest") {
+    SftpOptions o;
+    o.in_flight_bytes = 100 * 1024;
+    o.connections = 2;
+    auto env = MustConnect(ServerTarget(dir, root), root, o);
+    for (size_t size : sizes) {
+      INFO(size);
+      Result<std::unique_ptr<io::File>> f = env->Open(root + "/f" + std::to_string(size));
+      REQUIRE(f.ok());
+      std::string got;
+      for (uint64_t off = 0; off < size; off += 4099) {
+        std::string piece(std::min<uint64_t>(4099, size - off), '\0');
+        REQUIRE((*f)->ReadAt(off, piece.size(), reinterpret_cast<uint8_t*>(piece.data())).ok());
+        got += piece;
+      }
+      CHECK(got == files[size]);
+    }
+  }
+}
+
+TEST_CASE("sftp_env: List of a folder of 1,000 entries is complete and exact", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directories(root + "/big");
+  fs::create_directories(root + "/hundred");
+  fs::create_directories(root + "/empty");
+  std::map<std::string, io::EntryType> want;
+  for (int i = 0; i < 1000; ++i) {
+    std::string name = std::to_string(i);
+    name.insert(name.begin(), i % 7 == 0 ? 'd' : 'n');
+    if (i % 7 == 0) {
+      fs::create_directory(root + "/big/" + name);
+      want[name] = io::EntryType::kDirectory;
+    } else {
+      WriteFile(root + "/big/" + name, "");
+      want[name] = io::EntryType::kRegular;
+    }
+  }
+  for (int i = 0; i < 98; ++i) WriteFile(root + "/hundred/" + std::to_string(i), "");  // with . and ..: 100
+  SftpOptions o;
+  o.connections = 2;
+  auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
+  for (int round = 0; round < 3; ++round) {  // both connections, and a connection reused
+    Result<std::vector<io::DirEntry>> l = env->List(root + "/big");
+    REQUIRE(l.ok());
+    REQUIRE(l->size() == 1000);
+    std::map<std::string, io::EntryType> got;
+    for (const io::DirEntry& e : *l) got[e.name] = e.type;
+    CHECK(got == want);
+    Result<std::vector<io::DirEntry>> h = env->List(root + "/hundred");
+    REQUIRE(h.ok());
+    CHECK(h->size() == 98);
+    Result<std::vector<io::DirEntry>> e = env->List(root + "/empty");
+    REQUIRE(e.ok());
+    CHECK(e->empty());
+  }
+  CHECK(env->Stat(root).ok());
+  CHECK(env->Stat(root).ok());
+  const std::string log = ReadFile(dir.path() + "/log");
+  CHECK(CountOf(log, "opendir \"" + root + "/big\"") == 3);
+  CHECK(CountOf(log, "closedir \"" + root + "/big\"") == 3);  // every handle closed
+  CHECK(env->Lost().ok());
 }
