@@ -772,10 +772,10 @@ bool SameFile(const sftp::Attrs& a, const sftp::Attrs& b) {
 
 // An open file: one server handle on the connection it was opened on (the primary), and, from
 // the first large ReadAt on, one handle on each other connection whose FSTAT agrees with the
-// primary's (the stripes). A ReadAt of at least kStripeMinBytes is split into contiguous
-// stripes read at once, one per handle: the calling thread reads the first on the primary,
-// short-lived threads (joined before ReadAt returns) the others; so one segment or pack is read
-// at the speed of all connections. The bytes are the same file's, so the result is the one a
+// primary's (the stripes). A ReadAt of at least kStripeMinBytes of the file is split into
+// contiguous stripes read at once, one per handle: the calling thread reads the first on the
+// primary, short-lived threads (joined before ReadAt returns) the others; so one segment or pack
+// is read at the speed of all connections. The bytes are the same file's, so the result is the one a
 // single handle gives, short reads included: the first stripe that ends early says where the
 // file ended.
 //
@@ -828,7 +828,9 @@ class SftpFile final : public io::File {
       std::memcpy(dst, cache_.data(), n);
       return Status::Ok();
     }
-    if (n >= kStripeMinBytes && !others_.empty()) {
+    // Striped when at least kStripeMinBytes of the range are in the file: a larger window over
+    // a small file's end gains nothing from more handles.
+    if (n >= kStripeMinBytes && !others_.empty() && offset < size_ && size_ - offset >= kStripeMinBytes) {
       {
         std::lock_guard<std::mutex> lock(stripe_mu_);
         if (!stripes_tried_) {
