@@ -150,6 +150,13 @@ const Env& Env::Default() {
   return env;
 }
 
+Result<uint64_t> Env::EntrySize(const std::string& path, const DirEntry& e) const {
+  if (e.size) return *e.size;
+  Result<FileStat> st = Stat(path);
+  if (!st.ok()) return st.status();
+  return st->size;
+}
+
 Result<std::string> Env::ReadWholeFile(const std::string& path, uint64_t max_size) const {
   Result<std::unique_ptr<File>> f = Open(path);
   if (!f.ok()) return f.status();

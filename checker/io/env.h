@@ -21,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,6 +45,9 @@ enum class EntryType { kRegular, kDirectory, kOther };
 struct DirEntry {
   std::string name;
   EntryType type = EntryType::kOther;
+  // The size, where the listing says it (an sftp READDIR does, a local readdir(3) does not):
+  // then EntrySize needs no stat, which over sftp is a round trip per segment or pack.
+  std::optional<uint64_t> size;
 };
 
 struct FileStat {
@@ -81,6 +85,10 @@ class Env {
   // A whole small file (config, index, key file, manifest) into a string. Refuses files larger
   // than max_size with kCorruptMetadata before allocating (sizes from disk are untrusted).
   Result<std::string> ReadWholeFile(const std::string& path, uint64_t max_size) const;
+
+  // The size of the entry `e` that List(dir) gave, at `path` (dir + "/" + e.name): the
+  // listing's where it says it, else Stat's (its errors: kNotFound when it is gone since).
+  Result<uint64_t> EntrySize(const std::string& path, const DirEntry& e) const;
 
   // The real, read-only file system.
   static const Env& Default();

@@ -332,12 +332,12 @@ Result<BorgstoreLayout> ReadBorgstoreLayout(const io::Env& env, const std::strin
       }
       p.name = name;
       p.path = root + "/" + item;
-      Result<io::FileStat> st = env.Stat(p.path);
-      if (!st.ok()) {
-        if (st.status().code() == StatusCode::kNotFound) continue;  // gone since the listing
-        return st.status();
+      Result<uint64_t> size = env.EntrySize(p.path, f);
+      if (!size.ok()) {
+        if (size.status().code() == StatusCode::kNotFound) continue;  // gone since the listing
+        return size.status();
       }
-      p.size = st->size;
+      p.size = *size;
       layout.pack_bytes += p.size;
       layout.packs.push_back(std::move(p));
     }
@@ -351,9 +351,9 @@ Result<BorgstoreLayout> ReadBorgstoreLayout(const io::Env& env, const std::strin
     if (!items.ok()) return items.status();
     for (const io::DirEntry& e : *items) {
       if (e.type != io::EntryType::kRegular || IsStoreTemporary(e.name)) continue;
-      Result<io::FileStat> st = env.Stat(dir + "/" + e.name);
-      if (!st.ok()) continue;  // gone since the listing
-      out.push_back({e.name, dir + "/" + e.name, st->size});
+      Result<uint64_t> size = env.EntrySize(dir + "/" + e.name, e);
+      if (!size.ok()) continue;  // gone since the listing
+      out.push_back({e.name, dir + "/" + e.name, *size});
     }
     return Status::Ok();
   };

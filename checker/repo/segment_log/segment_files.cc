@@ -59,12 +59,12 @@ Result<std::vector<SegmentFile>> ListSegmentFiles(const io::Env& env, const std:
         if (odd) odd->emplace_back(s, path);
         continue;
       }
-      Result<io::FileStat> st = env.Stat(path);
-      if (!st.ok()) {
-        if (st.status().code() == StatusCode::kNotFound) continue;  // gone since the listing
-        return st.status();
+      Result<uint64_t> size = env.EntrySize(path, f);
+      if (!size.ok()) {
+        if (size.status().code() == StatusCode::kNotFound) continue;  // gone since the listing
+        return size.status();
       }
-      out.push_back({s, path, st->size});
+      out.push_back({s, path, *size});
     }
   }
   std::sort(out.begin(), out.end(), [](const SegmentFile& a, const SegmentFile& b) { return a.number < b.number; });
@@ -81,8 +81,8 @@ std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::stri
     if (e.type != io::EntryType::kRegular || e.name.rfind("index.", 0) != 0 || !ParseDecimal(e.name.substr(6), t)) {
       continue;
     }
-    Result<io::FileStat> st = env.Stat(repo + "/" + e.name);
-    if (!st.ok() || st->size == 0) continue;
+    Result<uint64_t> size = env.EntrySize(repo + "/" + e.name, e);
+    if (!size.ok() || *size == 0) continue;
     if (!best || t > *best) best = t;
   }
   return best;

@@ -163,8 +163,8 @@ RecordedTransactions FindRecordedTransactions(const io::Env& env, const std::str
       if (!what.empty()) out.not_regular.emplace_back(e.name, what);
       continue;
     }
-    Result<io::FileStat> st = env.Stat(path);
-    if (!st.ok() || st->size == 0) continue;
+    Result<uint64_t> size = env.EntrySize(path, e);
+    if (!size.ok() || *size == 0) continue;
     if (!*slot || t > **slot) *slot = t;
   }
   std::sort(out.not_regular.begin(), out.not_regular.end());
