@@ -48,6 +48,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <optional>
 #include <unordered_map>
 
 #include "checker/base/text_escape.h"
@@ -1013,6 +1014,34 @@ struct SftpEnv::Impl {
 
   Connection& Any() const { return *conns[next.fetch_add(1) % conns.size()]; }
 
+  // Regular files the latest List of their folder named, with the size it said. Open sends no
+  // STAT for them: the STAT guards against opening a FIFO (the server's open(2) would block, and
+  // it serves one request at a time), and a listed regular file is none unless someone swapped
+  // it on the server since; then the OPEN hangs until --remote-timeout: a lost connection, never
+  // damage. FSTAT after OPEN still says what was opened. Guarded by listed_mu; emptied when it
+  // would pass kMaxListed paths (then Open stats again).
+  static constexpr size_t kMaxListed = 1u << 20;
+  mutable std::mutex listed_mu;
+  mutable std::unordered_map<std::string, uint64_t> listed;
+
+  void Listed(const std::string& dir, const std::vector<io::DirEntry>& entries) const {
+    std::lock_guard<std::mutex> lock(listed_mu);
+    if (listed.size() + entries.size() > kMaxListed) listed.clear();
+    for (const io::DirEntry& e : entries) {
+      if (e.type == io::EntryType::kRegular && e.size) {
+        listed[Join(dir, e.name)] = *e.size;
+      } else {
+        listed.erase(Join(dir, e.name));
+      }
+    }
+  }
+  std::optional<uint64_t> ListedSize(const std::string& path) const {
+    std::lock_guard<std::mutex> lock(listed_mu);
+    auto it = listed.find(path);
+    if (it == listed.end()) return std::nullopt;
+    return it->second;
+  }
+
   const std::shared_ptr<Connection>& LeastLoaded() const {
     size_t best = 0;
     for (size_t i = 1; i < conns.size(); ++i) {
@@ -1130,13 +1159,17 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   const std::shared_ptr<Connection> conn = impl_->LeastLoaded();
   Connection& c = *conn;
   // STAT first: the server's open(2) of a FIFO would block it, and it serves one request at
-  // a time.
-  Result<sftp::Attrs> st = Impl::StatOn(c, sftp::kStat, path);
-  if (!st.ok()) return st.status();
-  if (TypeOf(*st) != io::EntryType::kRegular) {
-    return Status(StatusCode::kCorruptMetadata,
-                  path + ": is a " + (st->has_permissions() ? sftp::TypeName(st->permissions) : "special file") +
-                      ", not a regular file");
+  // a time. Not for a regular file a listing named (Impl::listed): the listing said so.
+  std::optional<uint64_t> size = impl_->ListedSize(path);
+  if (!size) {
+    Result<sftp::Attrs> st = Impl::StatOn(c, sftp::kStat, path);
+    if (!st.ok()) return st.status();
+    if (TypeOf(*st) != io::EntryType::kRegular) {
+      return Status(StatusCode::kCorruptMetadata,
+                    path + ": is a " + (st->has_permissions() ? sftp::TypeName(st->permissions) : "special file") +
+                        ", not a regular file");
+    }
+    if (st->has_size()) size = st->size;
   }
   sftp::StatusReply status;
   Result<std::string> handle = Impl::HandleOf(
@@ -1150,8 +1183,8 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   Pending reads[2];
   std::vector<uint8_t> ahead;
   std::vector<Pending*> batch{&fstat};
-  if (st->has_size() && st->size > 0 && st->size <= kReadAheadBytes) {
-    ahead.resize(size_t(st->size));
+  if (size && *size > 0 && *size <= kReadAheadBytes) {
+    ahead.resize(size_t(*size));
     for (size_t i = 0, off = 0; off < ahead.size(); ++i) {
       reads[i].dst = ahead.data() + off;
       reads[i].want = uint32_t(std::min<size_t>(sftp::kMaxReadLength, ahead.size() - off));
@@ -1273,6 +1306,7 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
       io::DirEntry e;
       e.name = std::move(n.name);
       e.type = TypeOf(n.attrs);
+      if (n.attrs.has_size()) e.size = n.attrs.size;
       if (IsLink(n.attrs) || !n.attrs.has_permissions()) to_follow.push_back(out.size());
       out.push_back(std::move(e));
     }
@@ -1287,12 +1321,15 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
   if (!error.ok()) return error;
   for (size_t i : to_follow) {  // follow symlinks, as stat does
     Result<sftp::Attrs> st = Impl::StatOn(c, sftp::kStat, Join(dir, out[i].name));
+    out[i].size.reset();  // a link's own size, not its target's
     if (st.ok()) {
       out[i].type = TypeOf(*st);
+      if (st->has_size()) out[i].size = st->size;
     } else if (!c.lost().ok()) {
       return WithPath(dir, c.lost());
     }
   }
+  impl_->Listed(dir, out);
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
 #include <string>
@@ -802,5 +803,69 @@ TEST_CASE("sftp_env: List of a folder of 1,000 entries is complete and exact", "
   const std::string log = ReadFile(dir.path() + "/log");
   CHECK(CountOf(log, "opendir \"" + root + "/big\"") == 3);
   CHECK(CountOf(log, "closedir \"" + root + "/big\"") == 3);  // every handle closed
+  CHECK(env->Lost().ok());
+}
+
+TEST_CASE("sftp_env: List says each entry's size, and a listed regular file is opened without a STAT", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directories(root + "/d");
+  const std::string a = RandomBytes(1000, 7);
+  WriteFile(root + "/a", a);
+  WriteFile(root + "/b", RandomBytes(300 * 1024, 8));
+  fs::create_symlink("a", root + "/l");
+  REQUIRE(::mkfifo((root + "/p").c_str(), 0600) == 0);
+  auto env = MustConnect(LoggingServerTarget(dir, root), root);
+  auto stats_of = [&](const std::string& name) {
+    return CountOf(ReadFile(dir.path() + "/log"), "stat name \"" + root + "/" + name + "\"");
+  };
+
+  Result<std::vector<io::DirEntry>> l = env->List(root);
+  REQUIRE(l.ok());
+  std::map<std::string, std::optional<uint64_t>> sizes;
+  for (const io::DirEntry& e : *l) {
+    if (e.type == io::EntryType::kRegular) sizes[e.name] = e.size;
+  }
+  CHECK(sizes == std::map<std::string, std::optional<uint64_t>>{{"a", 1000}, {"b", 300 * 1024}, {"l", 1000}});
+  const size_t stats_of_l = stats_of("l");  // the listing follows the link with a STAT
+
+  for (const char* name : {"a", "b", "l"}) {
+    INFO(name);
+    Result<std::unique_ptr<io::File>> f = env->Open(root + "/" + name);
+    REQUIRE(f.ok());
+    CHECK((*f)->size() == (name[0] == 'b' ? 300 * 1024 : 1000));
+  }
+  CHECK(stats_of("a") == 0);
+  CHECK(stats_of("b") == 0);
+  CHECK(stats_of("l") == stats_of_l);
+  Result<std::unique_ptr<io::File>> fa = env->Open(root + "/a");
+  REQUIRE(fa.ok());
+  std::string got(1000, '\0');
+  REQUIRE((*fa)->ReadAt(0, 1000, reinterpret_cast<uint8_t*>(got.data())).ok());
+  CHECK(got == a);
+
+  // Not named by a listing: STAT first, as ever (a FIFO is refused without blocking).
+  WriteFile(root + "/c", "c");
+  REQUIRE(env->Open(root + "/c").ok());
+  CHECK(stats_of("c") == 1);
+  Result<std::unique_ptr<io::File>> p = env->Open(root + "/p");
+  CHECK(p.status().message() == root + "/p: is a FIFO, not a regular file");
+
+  // Listed as a file, a folder since: FSTAT after OPEN says what was opened.
+  fs::remove(root + "/a");
+  fs::create_directory(root + "/a");
+  Result<std::unique_ptr<io::File>> now_dir = env->Open(root + "/a");
+  CHECK(now_dir.status().code() == StatusCode::kCorruptMetadata);
+  CHECK(now_dir.status().message() == root + "/a: is a directory, not a regular file");
+  // Gone since the listing: kNotFound, as a STAT would have said.
+  fs::remove(root + "/b");
+  Result<std::unique_ptr<io::File>> gone = env->Open(root + "/b");
+  CHECK(gone.status().code() == StatusCode::kNotFound);
+  CHECK(StartsWith(gone.status().message(), root + "/b: "));
+  // A new listing forgets what is no regular file now: STAT again.
+  REQUIRE(env->List(root).ok());
+  CHECK(env->Open(root + "/a").status().message() == root + "/a: is a directory, not a regular file");
+  CHECK(stats_of("a") == 1);
   CHECK(env->Lost().ok());
 }
