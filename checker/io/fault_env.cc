@@ -26,10 +26,11 @@ bool FaultEnv::EndsWith(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-FaultEnv::Rule FaultEnv::MakeRule(Kind kind, std::string suffix) {
+FaultEnv::Rule FaultEnv::MakeRule(Kind kind, std::string suffix, unsigned nth) {
   Rule r;
   r.kind = kind;
   r.suffix = std::move(suffix);
+  r.nth = nth;
   return r;
 }
 
@@ -47,15 +48,11 @@ void FaultEnv::FailRead(std::string suffix, int64_t offset) {
 }
 
 void FaultEnv::FailReadsAfter(std::string suffix, unsigned reads) {
-  Rule r = MakeRule(Kind::kFailAfter, std::move(suffix));
-  r.nth = reads;
-  rules_.push_back(std::move(r));
+  rules_.push_back(MakeRule(Kind::kFailAfter, std::move(suffix), reads));
 }
 
 void FaultEnv::LoseConnectionAfter(std::string suffix, unsigned reads) {
-  Rule r = MakeRule(Kind::kLose, std::move(suffix));
-  r.nth = reads;
-  rules_.push_back(std::move(r));
+  rules_.push_back(MakeRule(Kind::kLose, std::move(suffix), reads));
 }
 
 namespace {
@@ -68,17 +65,14 @@ Status FaultEnv::Lost() const {
 }
 
 void FaultEnv::FlipOnRead(std::string suffix, uint64_t offset, unsigned nth, uint8_t mask) {
-  Rule r = MakeRule(Kind::kFlip, std::move(suffix));
+  Rule r = MakeRule(Kind::kFlip, std::move(suffix), nth);
   r.offset = int64_t(offset);
-  r.nth = nth;
   r.mask = mask;
   rules_.push_back(std::move(r));
 }
 
 void FaultEnv::VanishAfterOpens(std::string suffix, unsigned opens) {
-  Rule r = MakeRule(Kind::kVanish, std::move(suffix));
-  r.nth = opens;
-  rules_.push_back(std::move(r));
+  rules_.push_back(MakeRule(Kind::kVanish, std::move(suffix), opens));
 }
 
 unsigned FaultEnv::Reads(const std::string& suffix) const {

@@ -68,7 +68,7 @@ class FaultEnv final : public Env {
     uint8_t mask = 0;
     unsigned count = 0;  // guarded by mu_: opens (kVanish), covering reads (kFlip), reads (kFailAfter, kLose)
   };
-  static Rule MakeRule(Kind kind, std::string suffix);
+  static Rule MakeRule(Kind kind, std::string suffix, unsigned nth = 0);
   class FaultFile;
   friend class FaultFile;
 
