@@ -2,15 +2,20 @@
 
 namespace borgcheck::io {
 
+std::shared_ptr<const File> FileCache::KeptLocked(const std::string& path) const {
+  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
+    if (it->first == path) {
+      kept_.splice(kept_.begin(), kept_, it);  // now the most recently used
+      return kept_.front().second;
+    }
+  }
+  return nullptr;
+}
+
 Result<std::shared_ptr<const File>> FileCache::Open(const std::string& path) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-      if (it->first == path) {
-        kept_.splice(kept_.begin(), kept_, it);
-        return kept_.front().second;
-      }
-    }
+    if (std::shared_ptr<const File> kept = KeptLocked(path)) return kept;
   }
   // Opened without the lock (a remote open takes round trips): two threads may both open the
   // same path; the first one kept is used, the other closed.
@@ -18,12 +23,7 @@ Result<std::shared_ptr<const File>> FileCache::Open(const std::string& path) con
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const File> file(std::move(opened).value());
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = kept_.begin(); it != kept_.end(); ++it) {
-    if (it->first == path) {
-      kept_.splice(kept_.begin(), kept_, it);
-      return kept_.front().second;
-    }
-  }
+  if (std::shared_ptr<const File> kept = KeptLocked(path)) return kept;
   kept_.emplace_front(path, file);
   if (kept_.size() > capacity_) kept_.pop_back();
   return file;

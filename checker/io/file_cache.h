@@ -38,6 +38,9 @@ class FileCache {
   Result<std::shared_ptr<const File>> Open(const std::string& path) const;
 
  private:
+  // The kept file at `path`, moved to the front; nullptr when none. Requires mu_.
+  std::shared_ptr<const File> KeptLocked(const std::string& path) const;
+
   const Env& env_;
   const size_t capacity_;
   mutable std::mutex mu_;

@@ -1019,8 +1019,8 @@ struct SftpEnv::Impl {
   // it serves one request at a time), and a listed regular file is none unless someone swapped
   // it on the server since; then the OPEN hangs until --remote-timeout: a lost connection, never
   // damage. FSTAT after OPEN still says what was opened. Guarded by listed_mu; emptied when it
-  // would pass kMaxListed paths (then Open stats again).
-  static constexpr size_t kMaxListed = 1u << 20;
+  // would pass kMaxListed paths (about 20 MB; then Open stats again).
+  static constexpr size_t kMaxListed = 1u << 17;
   mutable std::mutex listed_mu;
   mutable std::unordered_map<std::string, uint64_t> listed;
 
