@@ -96,7 +96,8 @@ class BorgRpc {
   BorgRpc& operator=(const BorgRpc&) = delete;
 
   // The server's version from negotiate: {major, minor, patch, pre}, pre -1 for a release,
-  // e.g. {1,2,4,-1}, {2,0,0,-3} for 2.0.0b5 (then server_prerelease() is 5).
+  // e.g. {1,2,4,-1}, {2,0,0,-3} for 2.0.0b5 (then server_prerelease() is 5; b5 sends the
+  // 5-tuple [2,0,0,-3,5], 1.2.4 the 4-tuple [1,2,4,-1]).
   const std::array<int64_t, 4>& server_version() const { return version_; }
   int64_t server_prerelease() const { return prerelease_; }
   bool bytes_as_bin() const { return version_[0] >= 2; }  // the 2.0.0b5 dialect
@@ -123,7 +124,8 @@ class BorgRpc {
   // progress messages): it wrote to the repository for us, which we cannot prevent remotely.
   bool ServerRebuiltIndex() const;
 
-  // Sends `close` where the server has it (2.x), closes stdin, waits up to 5 s for the server
+  // Sends `close` where the server has it (2.x after 2.0.0b5, which answers InvalidRPCMethod to
+  // it; waits up to 5 s for the reply), closes stdin, waits up to 5 s for the server
   // to exit (it releases its lock then), then terminates it. Idempotent.
   void Close();
 
@@ -136,6 +138,7 @@ class BorgRpc {
   std::unique_ptr<Impl> impl_;
   std::array<int64_t, 4> version_{};
   int64_t prerelease_ = 0;
+  bool closed_ = false;  // Close ran (the owner's thread only)
 };
 
 // Packs one request as the given dialect packs it (for tests and the fuzzer): the map
