@@ -48,6 +48,8 @@ struct RawArgs {
   bool remote_connections_given = false;
   double remote_timeout = 0;    // seconds, when remote_timeout_given
   bool remote_timeout_given = false;
+  std::string remote_path;      // --remote-path (ssh:// only), when remote_path_given
+  bool remote_path_given = false;
 };
 
 struct CliOptions {
@@ -59,8 +61,9 @@ struct CliOptions {
   std::string metrics_file;         // --metrics-file PATH ("" none)
   std::vector<std::string> test_hook_notes;  // test-only hooks in effect (partial_args.h)
   uint64_t test_read_delay_us = 0;           // BORGCHECK_TEST_READ_DELAY_US
-  std::optional<RemoteRepository> remote;    // an sftp:// repository: where and how to connect
+  std::optional<RemoteRepository> remote;    // an sftp:// or ssh:// repository: where and how to connect
   remote::SftpOptions sftp;                  // --remote-connections, --remote-timeout
+  std::vector<std::string> remote_borg;      // ssh://: the server's borg (--remote-path, BORG_REMOTE_PATH)
 };
 
 inline constexpr double kDefaultProgressIntervalS = 60;

@@ -29,6 +29,7 @@
 #include "checker/base/text_escape.h"
 #include "checker/cli/cli_args.h"
 #include "checker/io/fault_env.h"
+#include "checker/remote/borg_serve_service.h"
 #include "checker/remote/sftp_env.h"
 #include "checker/report/exit_codes.h"
 #include "checker/report/metrics_file.h"
@@ -201,8 +202,12 @@ int main(int argc, char** argv) {
                  "~/.local/state/borgcheck)")
       ->type_name("DIR");
   // Remote repositories (docs/remote.md).
-  CLI::Option* rsh = app.add_option("--rsh", raw.rsh, "the ssh command for sftp:// repositories (default: $BORG_RSH, else ssh)")
+  CLI::Option* rsh = app.add_option("--rsh", raw.rsh, "the ssh command for remote repositories (default: $BORG_RSH, else ssh)")
                          ->type_name("CMD");
+  CLI::Option* remote_path =
+      app.add_option("--remote-path", raw.remote_path,
+                     "the server's borg for ssh:// repositories (default: $BORG_REMOTE_PATH, else borg)")
+          ->type_name("CMD");
   CLI::Option* remote_connections = app.add_option("--remote-connections", raw.remote_connections,
                  fmt::format("ssh connections to an sftp:// repository's server (default: {})",
                              cli::kDefaultRemoteConnections))
@@ -250,6 +255,7 @@ int main(int argc, char** argv) {
   raw.metrics_file_given = app.count("--metrics-file") > 0;
   raw.rsh_given = rsh->count() > 0;
   raw.remote_connections_given = remote_connections->count() > 0;
+  raw.remote_path_given = remote_path->count() > 0;
   raw.remote_timeout_given = remote_timeout->count() > 0;
   Result<cli::CliOptions> parsed = cli::ValidateArgs(raw);
   report::TextOptions text;
@@ -308,8 +314,26 @@ int main(int argc, char** argv) {
   // An sftp:// repository: every ssh connection is made here, before any worker thread (the
   // passphrase command, if any, runs later, also before the workers).
   std::unique_ptr<remote::SftpEnv> sftp;
+  std::unique_ptr<remote::BorgServeService> served;  // an ssh:// repository's borg serve session
   Status connected;
-  if (opts.remote) {
+  if (opts.remote && opts.remote->transport == cli::Transport::kBorgServe) {
+    remote::BorgServeTarget t;
+    t.rsh = opts.remote->target.rsh;
+    t.user = opts.remote->target.user;
+    t.host = opts.remote->target.host;
+    if (opts.remote->target.port) t.port = uint16_t(opts.remote->target.port);
+    t.remote_path = opts.remote_borg;
+    t.timeout = opts.sftp.timeout;
+    opts.check.repository = opts.remote->path;
+    opts.check.repository_url = cli::CanonicalBorgServeUrl(opts.remote->target, opts.remote->path);
+    Result<std::unique_ptr<remote::BorgRpc>> c = remote::BorgRpc::Connect(t);
+    if (c.ok()) {
+      served = std::make_unique<remote::BorgServeService>(std::move(c).value(), opts.remote->path, t.host);
+    } else {
+      connected = Status(c.status().code(), "cannot connect to " + EscapeText(opts.check.repository_url) + ": " +
+                                                c.status().message());
+    }
+  } else if (opts.remote) {
     Result<std::unique_ptr<remote::SftpEnv>> c = remote::SftpEnv::Connect(opts.remote->target, opts.remote->path, opts.sftp);
     if (c.ok()) {
       sftp = std::move(c).value();
@@ -322,7 +346,7 @@ int main(int argc, char** argv) {
     }
   }
   auto run_check = [&] {
-    if (connected.ok()) return run::RunCheck(opts.check, progress, *env);
+    if (connected.ok()) return served ? run::RunServedCheck(opts.check, progress, *served) : run::RunCheck(opts.check, progress, *env);
     run::CheckOutcome failed;
     failed.status = connected;
     failed.summary.repository = opts.check.RepositoryName();
@@ -357,6 +381,8 @@ int main(int argc, char** argv) {
     err.Write(fmt::format("borgcheck: borg's lock was released after {:.0f} s\n",
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - *waiting_since).count()));
   }
+  // The server releases borg's lock when its session ends: before the report, not at exit.
+  if (served) served->Close();
   const double finished_at = UnixNow();
   const double duration = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
 

@@ -32,34 +32,48 @@ bool LooksRemote(std::string_view repo) {
 
 Result<RemoteRepository> ParseRemoteRepository(std::string_view repo) {
   const std::string shown = EscapeText(std::string(repo));
-  constexpr std::string_view kScheme = "sftp://";
-  if (!repo.starts_with(kScheme)) {
-    if (repo.starts_with("ssh://") || repo.find("://") == std::string_view::npos) {
-      return Invalid("cannot read " + shown +
-                     ": ssh:// and user@host:path repositories are read through `borg serve`, which "
-                     "borgcheck does not speak yet; if the server offers sftp, give the same repository as sftp://[user@]host[:port]//absolute/path or "
-                     "sftp://[user@]host[:port]/path-relative-to-the-login-folder (docs/remote.md)");
-    }
-    return Invalid("cannot read " + shown +
-                   ": borgcheck reads local paths and sftp:// URLs (docs/remote.md); for another store, "
-                   "mount the repository or run borgcheck on the server");
-  }
-  std::string_view rest = repo.substr(kScheme.size());
-  const size_t slash = rest.find('/');
-  if (slash == std::string_view::npos || slash + 1 >= rest.size()) {
-    return Invalid("no repository path in " + shown +
-                   ": write sftp://[user@]host[:port]/relative/path or sftp://[user@]host[:port]//absolute/path");
-  }
-  std::string_view authority = rest.substr(0, slash);
-  std::string_view path = rest.substr(slash + 1);  // "rel/path" or "/abs/path"
   RemoteRepository out;
+  std::string_view authority, path;
+  if (repo.starts_with("sftp://") || repo.starts_with("ssh://")) {
+    const bool sftp = repo.starts_with("sftp://");
+    out.transport = sftp ? Transport::kSftp : Transport::kBorgServe;
+    const std::string_view scheme = sftp ? "sftp://" : "ssh://";
+    std::string_view rest = repo.substr(scheme.size());
+    const size_t slash = rest.find('/');
+    if (slash == std::string_view::npos || slash + 1 >= rest.size()) {
+      return Invalid("no repository path in " + shown + ": write " + std::string(scheme) +
+                     (sftp ? "[user@]host[:port]/relative/path or sftp://[user@]host[:port]//absolute/path"
+                           : "[user@]host[:port]/absolute/path or ssh://[user@]host[:port]/~/path-in-home"));
+    }
+    authority = rest.substr(0, slash);
+    // sftp: "rel/path" or "/abs/path" (borgstore's spelling); ssh: borg's Location.path, the
+    // leading slash kept ("/abs", "/~/rel", "/./rel").
+    path = sftp ? rest.substr(slash + 1) : rest.substr(slash);
+  } else if (repo.find("://") == std::string_view::npos) {
+    // borg 1.x's scp-like [user@]host:path (LooksRemote: a colon before any slash).
+    out.transport = Transport::kBorgServe;
+    const size_t colon = repo.find(':');
+    authority = repo.substr(0, colon);
+    path = repo.substr(colon + 1);
+    if (authority.find('[') != std::string_view::npos || authority.find(']') != std::string_view::npos) {
+      return Invalid("cannot read " + shown + ": for an IPv6 host write ssh://[user@][ADDRESS]/path");
+    }
+    if (path.empty()) return Invalid("no repository path after ':' in " + shown);
+  } else {
+    return Invalid("cannot read " + shown +
+                   ": borgcheck reads local paths, sftp:// and ssh:// URLs and borg's user@host:path "
+                   "(docs/remote.md); for another store, mount the repository or run borgcheck on the server");
+  }
+  const bool scp_form = repo.find("://") == std::string_view::npos;
   if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
     out.target.user = std::string(authority.substr(0, at));
     authority = authority.substr(at + 1);
     if (out.target.user.empty()) return Invalid("empty user name before '@' in " + shown);
   }
   std::string_view port;
-  if (authority.starts_with("[")) {  // an IPv6 address
+  if (scp_form) {
+    out.target.host = std::string(authority);  // the scp form has no port
+  } else if (authority.starts_with("[")) {  // an IPv6 address
     const size_t close = authority.find(']');
     if (close == std::string_view::npos) return Invalid("no ']' after the IPv6 address in " + shown);
     out.target.host = std::string(authority.substr(1, close - 1));
@@ -95,6 +109,9 @@ Result<RemoteRepository> ParseRemoteRepository(std::string_view repo) {
   out.path = std::string(path);
   while (out.path.size() > 1 && out.path.back() == '/') out.path.pop_back();
   if (out.path == "/" ) return Invalid("the repository path in " + shown + " is the server's root folder");
+  for (unsigned char c : out.path) {
+    if (c < ' ' || c == 0x7f) return Invalid("the repository path in " + shown + " holds control characters");
+  }
   return out;
 }
 
@@ -113,6 +130,32 @@ Result<std::vector<std::string>> SshCommand(const std::string& rsh_option, bool 
   }
   if (words.empty()) return Invalid("the ssh command from " + from + " is empty");
   return words;
+}
+
+Result<std::vector<std::string>> RemoteBorgCommand(const std::string& option, bool given) {
+  std::string from = "--remote-path";
+  std::string cmd = option;
+  if (!given) {
+    const char* env = std::getenv("BORG_REMOTE_PATH");
+    from = "BORG_REMOTE_PATH";
+    cmd = env && *env ? env : "borg";
+  }
+  std::vector<std::string> words;
+  if (!keys::SplitCommandLine(cmd, words)) {
+    return Invalid("the server's borg command from " + from + " cannot be split into words (unbalanced quotes): " +
+                   EscapeText(cmd));
+  }
+  if (words.empty()) return Invalid("the server's borg command from " + from + " is empty");
+  return words;
+}
+
+std::string CanonicalBorgServeUrl(const remote::SftpTarget& target, const std::string& path) {
+  const bool v6 = target.host.find(':') != std::string::npos;
+  std::string p = path;
+  if (p.starts_with("~")) p = "/" + p;
+  else if (!p.starts_with("/")) p = "/./" + p;
+  return fmt::format("ssh://{}{}{}{}{}{}{}", target.user, target.user.empty() ? "" : "@", v6 ? "[" : "",
+                     target.host, v6 ? "]" : "", target.port ? fmt::format(":{}", target.port) : "", p);
 }
 
 std::string CanonicalRemoteUrl(const remote::SftpTarget& target, const std::string& absolute_path) {

@@ -4,6 +4,9 @@
 //
 //   sftp://[user@]host[:port]/relative/path   relative to the login folder (borgstore's form)
 //   sftp://[user@]host[:port]//absolute/path  absolute on the server
+//   ssh://[user@]host[:port]/absolute/path    through `borg serve` (borg 1.x's URLs: /~/rel and
+//   ssh://[user@]host[:port]/~/rel, /./rel    /./rel are relative to the home and the login
+//   [user@]host:path                          folder; the scp form has no port)
 // The host may be an IPv6 address in brackets: sftp://[::1]:2222//srv/borg.
 //
 // Thread contract: pure functions and reads of the environment; main thread only.
@@ -25,26 +28,37 @@ inline constexpr unsigned kMaxRemoteConnections = 16;
 inline constexpr unsigned kDefaultRemoteConnections = 4;
 inline constexpr double kDefaultRemoteTimeoutS = 60;
 
+enum class Transport { kSftp, kBorgServe };
+
 struct RemoteRepository {
-  remote::SftpTarget target;
-  std::string path;  // as in the URL: relative to the login folder, or absolute
+  Transport transport = Transport::kSftp;
+  remote::SftpTarget target;  // where ssh goes (both transports)
+  // sftp: relative to the login folder, or absolute. borg serve: borg's Location.path, sent to
+  // the server as it is ("/abs", "/~/rel", "/./rel", "rel", "~/rel"); the server resolves it.
+  std::string path;
 };
 
 // Whether `repo` names a remote repository (a URL or borg's user@host:path); local paths,
 // file:// included, are not.
 bool LooksRemote(std::string_view repo);
 
-// An sftp:// URL into its parts; kInvalidArgument with a message for the user for any other
-// remote form (ssh://, user@host:path: borg serve, which borgcheck does not speak yet; rest://,
-// s3://, ...) and for a malformed URL.
+// An sftp://, ssh:// or user@host:path repository into its parts; kInvalidArgument with a
+// message for the user for any other remote form (rest://, s3://, ...) and a malformed URL.
 Result<RemoteRepository> ParseRemoteRepository(std::string_view repo);
 
 // The ssh command: --rsh when given, else BORG_RSH, else "ssh", split as a shell would
 // (quotes, backslashes; no expansion). kInvalidArgument when it cannot be split or is empty.
 Result<std::vector<std::string>> SshCommand(const std::string& rsh_option, bool rsh_given);
+// The server's borg for ssh:// repositories: --remote-path when given, else BORG_REMOTE_PATH,
+// else "borg", split the same way (a path to a binary, or e.g. "sudo -u borg borg").
+Result<std::vector<std::string>> RemoteBorgCommand(const std::string& option, bool given);
 
 // The repository's identity for the state folder, the metrics label and the report:
 // sftp://[user@]host[:port]//absolute/path (the resolved path).
 std::string CanonicalRemoteUrl(const remote::SftpTarget& target, const std::string& absolute_path);
+// ssh://[user@]host[:port]PATH for a borg serve repository, PATH as sent to the server (the
+// server does not say how it resolved it): "/abs", "/~/rel", "/./rel"; a scp-form relative path
+// becomes "/./rel" and "~/rel" "/~/rel", borg's own spelling of the same place.
+std::string CanonicalBorgServeUrl(const remote::SftpTarget& target, const std::string& path);
 
 }  // namespace borgcheck::cli

@@ -1,5 +1,5 @@
-// The remote forms of REPO (remote_args.h): every shape of sftp:// URL, the forms refused with
-// advice, and the ssh command's sources.
+// The remote forms of REPO (remote_args.h): every shape of sftp:// and ssh:// URL and borg's
+// user@host:path, the forms refused with advice, and the ssh and remote borg commands' sources.
 #include "checker/cli/remote_args.h"
 
 #include <cstdlib>
@@ -79,12 +79,69 @@ TEST_CASE("malformed sftp URLs are refused with what to write") {
   CHECK_THAT(Refusal("sftp://ho st/r"), Catch::Contains("spaces or control"));
 }
 
-TEST_CASE("borg serve and other stores are refused with the sftp form to use") {
-  CHECK_THAT(Refusal("ssh://user@host:22/srv/repo"), Catch::Contains("borg serve"));
-  CHECK_THAT(Refusal("ssh://user@host:22/srv/repo"), Catch::Contains("sftp://[user@]host[:port]//absolute/path"));
-  CHECK_THAT(Refusal("user@host:repo"), Catch::Contains("borg serve"));
-  CHECK_THAT(Refusal("rest://host/repo"), Catch::Contains("local paths and sftp:// URLs"));
-  CHECK_THAT(Refusal("s3://bucket/repo"), Catch::Contains("local paths and sftp:// URLs"));
+TEST_CASE("ssh:// and user@host:path: borg 1.x's forms, read through borg serve") {
+  RemoteRepository a = Parsed("ssh://borg@backup.example:2222/srv/borg/main/");
+  CHECK(a.transport == Transport::kBorgServe);
+  CHECK(a.target.user == "borg");
+  CHECK(a.target.host == "backup.example");
+  CHECK(a.target.port == 2222);
+  CHECK(a.path == "/srv/borg/main");  // borg's Location.path: the leading '/' kept
+  CHECK(CanonicalBorgServeUrl(a.target, a.path) == "ssh://borg@backup.example:2222/srv/borg/main");
+
+  RemoteRepository home = Parsed("ssh://host/~/repo");
+  CHECK(home.path == "/~/repo");
+  CHECK(home.target.port == 0);
+  CHECK(CanonicalBorgServeUrl(home.target, home.path) == "ssh://host/~/repo");
+  CHECK(Parsed("ssh://host/./repo").path == "/./repo");
+
+  RemoteRepository scp = Parsed("u123@u123.your-storagebox.de:backups/main");
+  CHECK(scp.transport == Transport::kBorgServe);
+  CHECK(scp.target.user == "u123");
+  CHECK(scp.target.host == "u123.your-storagebox.de");
+  CHECK(scp.target.port == 0);  // the scp form has no port
+  CHECK(scp.path == "backups/main");
+  CHECK(CanonicalBorgServeUrl(scp.target, scp.path) == "ssh://u123@u123.your-storagebox.de/./backups/main");
+  CHECK(CanonicalBorgServeUrl(scp.target, "~/r") == "ssh://u123@u123.your-storagebox.de/~/r");
+  CHECK(Parsed("host:/srv/repo").path == "/srv/repo");
+
+  RemoteRepository v6 = Parsed("ssh://root@[::1]:22022/tmp/r");
+  CHECK(v6.target.host == "::1");
+  CHECK(CanonicalBorgServeUrl(v6.target, v6.path) == "ssh://root@[::1]:22022/tmp/r");
+
+  CHECK(Parsed("sftp://host/repo").transport == Transport::kSftp);
+}
+
+TEST_CASE("malformed ssh:// and scp forms are refused") {
+  CHECK_THAT(Refusal("ssh://host"), Catch::Contains("no repository path"));
+  CHECK_THAT(Refusal("ssh://host/"), Catch::Contains("no repository path"));
+  CHECK_THAT(Refusal("ssh://-oProxyCommand=x/r"), Catch::Contains("cannot begin with '-'"));
+  CHECK_THAT(Refusal("-oProxyCommand=x:r"), Catch::Contains("cannot begin with '-'"));
+  CHECK_THAT(Refusal("host:"), Catch::Contains("no repository path"));
+  CHECK_THAT(Refusal("[::1]:r"), Catch::Contains("IPv6"));
+  CHECK_THAT(Refusal("ssh://host/r\x01x"), Catch::Contains("control characters"));
+}
+
+TEST_CASE("other stores are refused with the forms borgcheck reads") {
+  CHECK_THAT(Refusal("rest://host/repo"), Catch::Contains("local paths, sftp:// and ssh:// URLs"));
+  CHECK_THAT(Refusal("s3://bucket/repo"), Catch::Contains("local paths, sftp:// and ssh:// URLs"));
+}
+
+TEST_CASE("the server's borg: --remote-path, else BORG_REMOTE_PATH, else borg") {
+  ::unsetenv("BORG_REMOTE_PATH");
+  Result<std::vector<std::string>> plain = RemoteBorgCommand("", false);
+  REQUIRE(plain.ok());
+  CHECK(*plain == std::vector<std::string>{"borg"});
+  ::setenv("BORG_REMOTE_PATH", "/opt/borg/bin/borg-1.2", 1);
+  Result<std::vector<std::string>> env = RemoteBorgCommand("", false);
+  REQUIRE(env.ok());
+  CHECK(*env == std::vector<std::string>{"/opt/borg/bin/borg-1.2"});
+  Result<std::vector<std::string>> opt = RemoteBorgCommand("sudo -u borg borg", true);
+  REQUIRE(opt.ok());
+  CHECK(*opt == std::vector<std::string>{"sudo", "-u", "borg", "borg"});
+  Result<std::vector<std::string>> empty = RemoteBorgCommand("", true);
+  REQUIRE_FALSE(empty.ok());
+  CHECK_THAT(empty.status().message(), Catch::Contains("--remote-path"));
+  ::unsetenv("BORG_REMOTE_PATH");
 }
 
 TEST_CASE("the ssh command: --rsh, else BORG_RSH, else ssh, split as a shell would") {

@@ -42,9 +42,11 @@
 namespace borgcheck::remote {
 
 // A borg object is at most 20 MiB (MAX_OBJECT_SIZE) plus its header; a `list`/`scan` batch of
-// 100,000 ids is about 3.5 MB.
+// 100,000 ids (what borg_serve_service asks for) is about 3.5 MB. msgpack-cxx reserves an
+// array's slots when it reads the array's header, so the array bound is also what a few forged
+// bytes can make it reserve (200,000 x 24 bytes per level).
 inline constexpr uint64_t kMaxReplyBytes = 64ull << 20;
-inline constexpr uint32_t kMaxReplyArray = 1'000'000;
+inline constexpr uint32_t kMaxReplyArray = 200'000;
 
 struct BorgServeTarget {
   std::vector<std::string> rsh;  // the ssh command, split ("ssh", or BORG_RSH / --rsh)

@@ -78,8 +78,12 @@ struct Location {
     return Location{std::nullopt, std::move(name), offset};
   }
   static Location None() { return Location{}; }
-  // The same unit at another offset.
-  Location At(std::optional<uint64_t> off) const { return Location{segment, item, off}; }
+  // The same unit at another offset. An offset in no unit means nothing: None stays None (the
+  // objects a server hands out by id, io/object_service.h).
+  Location At(std::optional<uint64_t> off) const {
+    if (!segment && item.empty()) return *this;
+    return Location{segment, item, off};
+  }
 };
 
 // One use of a bad or missing chunk by an archive the archive pass walked: "archive A, path P,

@@ -245,8 +245,11 @@ std::string FormatVerboseLines(const RunSummary& s) {
   std::string out;
   for (const std::string& n : s.notes) out += "note: " + EscapeText(n) + "\n";
   // borg 2 master keeps objects in packs and has no transactions: `segments` counts packs.
+  // A served repository (borg serve) is read in batches of objects and names no transaction.
   std::string where = s.format == "borgstore-v4"
                           ? fmt::format("{} ({})", Plural(s.segments, "pack", "packs"), s.live_list_source)
+                      : s.unit_noun == "batch"
+                          ? fmt::format("{} of objects ({})", Plural(s.segments, "batch", "batches"), s.live_list_source)
                           : fmt::format("{}, transaction {} ({})", Plural(s.segments, "segment", "segments"),
                                         s.transaction, s.live_list_source);
   std::string rate = s.elapsed_s > 0 ? FormatBytes(uint64_t(double(s.bytes_read) / s.elapsed_s)) + "/s" : "-";

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "checker/repo/borg1/borg1_served_source.h"
 #include "checker/repo/borg1/borg1_source.h"
 #include "checker/repo/borg2b5/borg2b5_source.h"
 #include "checker/repo/borgstore/borgstore_source.h"
@@ -45,6 +46,12 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
                           " (borg 2.0.0b10..b21, one file per object): not supported; borg 2 "
                           "master (version 4) and 2.0.0b5-era (version 2) repositories are");
   return out;
+}
+
+CheckOutcome RunServedCheck(const CheckOptions& options, const ProgressCallback& progress,
+                            io::ObjectService& service) {
+  // The served source opens the repository and refuses a version it cannot read that way.
+  return schedule::RunScheduled(*repo::MakeBorg1ServedSource(options, service), options, progress);
 }
 
 }  // namespace borgcheck::run

@@ -604,7 +604,11 @@ bool PartialRun::OutOfTime() {
 void PartialRun::Released(size_t unit, bool whole, uint64_t credited, uint64_t unit_bytes) {
   UnitCounters& c = units_[unit];
   const bool read = c.read.load(std::memory_order_acquire) != 0;
-  bytes_read_.fetch_add(whole && read ? unit_bytes : std::min(credited, unit_bytes), std::memory_order_relaxed);
+  // A unit of no known size (the objects a server hands out, bytes 0 in the plan) counts what
+  // was read of it.
+  const uint64_t counted = unit_bytes == 0 ? credited : whole && read ? unit_bytes : std::min(credited, unit_bytes);
+  bytes_read_.fetch_add(counted, std::memory_order_relaxed);
+  if (unit_bytes == 0) unsized_read_.fetch_add(counted, std::memory_order_relaxed);
   if (!read || c.done.load() != c.submitted.load()) return;
   c.completed.store(1, std::memory_order_release);
   if (recorder_) recorder_->UnitVerified(unit, ResultOf(c.errors.load(), c.warnings.load()));
@@ -632,9 +636,9 @@ Status PartialRun::Close(report::RunSummary& sum, bool finished, bool stopped_by
     sum.notes.push_back(BudgetNote(opts_.max_duration_s, sum.unit_noun,
                                    reserve_measured_ ? std::optional<double>(reserve_s_) : std::nullopt));
   }
-  sum.bytes_total = total_bytes_;
-  sum.bytes_read = std::min(bytes_read_.load(), total_bytes_);
-  sum.bytes_skipped = total_bytes_ - sum.bytes_read;
+  sum.bytes_total = total_bytes_ + unsized_read_.load();
+  sum.bytes_read = std::min(bytes_read_.load(), sum.bytes_total);
+  sum.bytes_skipped = sum.bytes_total - sum.bytes_read;
   sum.units_total = units_on_disk_;
   sum.units_not_due = not_due_;
   sum.segments = 0;

@@ -257,6 +257,7 @@ class PartialRun final : public engine::UnitSchedule, public engine::RunObserver
   std::atomic<bool> out_of_time_{false};
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> bytes_read_{0};
+  std::atomic<uint64_t> unsized_read_{0};  // of those, bytes of units of no known size (plan bytes 0)
 };
 
 // A run of `source` with its partial-run schedule and state (PartialRun): what run/ and the

@@ -40,9 +40,8 @@ class BorgRepo(CliTestCase):
         missing = os.path.join(self.tmp, "missing")
         r = self.run_borgcheck([], {"BORG_REPO": missing})
         self.assert_error_exit(r, cs.EXIT_NO_REPO, "repository %s does not exist" % missing)
-        r = self.run_borgcheck([], {"BORG_REPO": "ssh://backup@host/./repo"})
-        self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "cannot read ssh://backup@host/./repo: ssh:// and user@host:path "
-                               "repositories are read through `borg serve`, which borgcheck does not speak yet")
+        r = self.run_borgcheck([], {"BORG_REPO": "ssh://backup@host/./repo", "BORG_RSH": "false"})
+        self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "cannot connect to ssh://backup@host/./repo: ")
         r = self.run_borgcheck([], {"BORG_REPO": ""})
         self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "no repository given: pass REPO or set BORG_REPO")
 

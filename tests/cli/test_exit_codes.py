@@ -179,24 +179,21 @@ class CouldNotRun(CliTestCase):
                 self.assertIn(needle, r.stderr, r)
 
     def test_remote_forms_it_cannot_read_exit_2(self):
-        # borg serve's forms get the sftp:// form of the same repository to use instead (sftp://
-        # itself: tests/remote/).
-        for url in ("ssh://user@host:2222/srv/repo", "user@host:repo", "host:/srv/repo", "ssh:host/repo"):
+        # ssh:// and user@host:path go to borg serve, sftp:// to the sftp server (tests/remote/);
+        # an ssh command that cannot reach anything ends the run with exit 2 and ssh's words.
+        for url in ("ssh://user@host:2222/srv/repo", "user@host:repo", "host:/srv/repo"):
             with self.subTest(url=url):
-                r = self.run_borgcheck([url])
-                self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN,
-                                       "cannot read %s: ssh:// and user@host:path repositories are read through "
-                                       "`borg serve`, which borgcheck does not speak yet; if the server offers sftp, "
-                                       "give the same repository as sftp://[user@]host[:port]//absolute/path" % url)
+                r = self.run_borgcheck([url], {"BORG_RSH": "false"})
+                self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "cannot connect to ")
         for url in ("rest://host/repo", "s3://bucket/repo"):
             with self.subTest(url=url):
                 r = self.run_borgcheck([url])
                 self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN,
-                                       "cannot read %s: borgcheck reads local paths and sftp:// URLs" % url)
+                                       "cannot read %s: borgcheck reads local paths, sftp:// and ssh:// URLs" % url)
         # The transport's flags belong to remote repositories only.
         r = self.run_borgcheck(["--remote-connections", "2", self.tmp])
-        self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "--rsh, --remote-connections and --remote-timeout are for "
-                               "remote repositories (sftp://); %s is a local path" % self.tmp)
+        self.assert_error_exit(r, cs.EXIT_COULD_NOT_RUN, "--rsh, --remote-connections, --remote-timeout and --remote-path "
+                               "are for remote repositories (sftp://, ssh://); %s is a local path" % self.tmp)
         for bad in (["--remote-connections", "17"], ["--remote-timeout", "0"]):
             with self.subTest(bad=bad):
                 r = self.run_borgcheck(bad + ["sftp://host//srv/repo"])

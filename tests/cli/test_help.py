@@ -86,7 +86,7 @@ class DocsMatchHelp(CliTestCase):
                                 "--progress", "--progress-interval", "-q", "--quiet", "-v", "--verbose", "--show-rc",
                                 "--bypass-lock", "--lock-wait", "--soft-fail", "--repository-only", "--archives-only",
                                 "-a", "--match-archives", "--first", "--last", "--subset", "--sample", "--sample-seed",
-                                "--max-duration", "--max-age", "--min-interval", "--state-dir", "--rsh",
+                                "--max-duration", "--max-age", "--min-interval", "--state-dir", "--rsh", "--remote-path",
                                 "--remote-connections", "--remote-timeout", "--metrics-file", "--version"])
         rows = table_rows(self.doc)
         missing = [o for o in opts + ["REPO"] if not any(re.search(r"`%s[` ]" % re.escape(o), r) for r in rows)]
@@ -111,8 +111,8 @@ class DocsMatchHelp(CliTestCase):
     def test_every_environment_variable_has_a_row(self):
         names = sorted(set(re.findall(r"\b(?:BORG_|BORGCHECK_|CREDENTIALS_)[A-Z_]+", self.help)))
         self.assertEqual(names, ["BORGCHECK_PROGRESS_INTERVAL", "BORG_BASE_DIR", "BORG_KEYS_DIR", "BORG_KEY_FILE",
-                                 "BORG_PASSCOMMAND", "BORG_PASSPHRASE", "BORG_PASSPHRASE_FD", "BORG_REPO",
-                                 "BORG_RSH", "CREDENTIALS_DIRECTORY"])
+                                 "BORG_PASSCOMMAND", "BORG_PASSPHRASE", "BORG_PASSPHRASE_FD", "BORG_REMOTE_PATH",
+                                 "BORG_REPO", "BORG_RSH", "CREDENTIALS_DIRECTORY"])
         env_rows = [r for r in table_rows(self.doc) if re.match(r"`(BORG|XDG|CREDENTIALS)", r)]
         self.assertEqual([n for n in names if not any("`%s`" % n in r for r in env_rows)], [])
 

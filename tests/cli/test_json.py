@@ -352,7 +352,7 @@ class ErrorRecords(JsonTestCase):
     def test_fatal_stops_end_with_one_error_record(self):
         missing = os.path.join(self.tmp, "missing")
         self.expect_error([missing], {}, 13, "repository-not-found", "repository %s does not exist" % missing)
-        self.expect_error(["ssh://h/r"], {}, 2, "invalid-argument")
+        self.expect_error(["rest://h/r"], {}, 2, "invalid-argument")
         self.expect_error([], {}, 2, "invalid-argument", "no repository given: pass REPO or set BORG_REPO")
         self.expect_error(["--threads", "5000", missing], {}, 2, "invalid-argument",
                           "--threads must be between 1 and 1024 (0 or omitted: all online cores)")

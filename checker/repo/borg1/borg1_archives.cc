@@ -22,14 +22,65 @@ using archive::FetchProblem;
 using archive::FetchStatus;
 using archive::ObjectKind;
 
-class Borg1Archives final : public engine::ArchiveSource, public archive::ObjectFetcher {
+// What every borg 1.x archive source shares: the archive list from the manifest, Fetch (read
+// the stored object, verify it with a Borg1Verifier, hand over the plaintext) and the archive
+// TAM. How an object is found and read is the transport's (ReadStored): a segment entry at its
+// indexed location (local and sftp), or a payload a server hands over (borg serve).
+class Borg1Archives : public engine::ArchiveSource, public archive::ObjectFetcher {
  public:
-  Borg1Archives(const io::Env& env, const RepositoryPlan& plan, crypto::KeyMode mode, const crypto::KeyMaterial* key)
-      : files_(env),
-        plan_(plan),
-        mode_(mode),
+  Borg1Archives(crypto::KeyMode mode, const crypto::KeyMaterial* key)
+      : mode_(mode),
         key_(key ? std::optional<crypto::KeyMaterial>(*key) : std::nullopt),
-        verifiers_([this] { return std::make_unique<Borg1Verifier>(true, mode_, key_ ? &*key_ : nullptr); }) {
+        verifiers_([this] { return std::make_unique<Borg1Verifier>(true, mode_, key_ ? &*key_ : nullptr); }) {}
+
+  archive::Generation generation() const override { return archive::Generation::kBorg1; }
+  Result<engine::ArchiveList> ListArchives() override {
+    return engine::ListArchivesFromManifest(*this, archive::Generation::kBorg1);
+  }
+  archive::ObjectFetcher& fetcher() override { return *this; }
+
+  FetchStatus Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plaintext, FetchProblem& problem) override;
+  std::optional<FetchProblem> VerifyArchive(const ChunkId& id, Bytes plaintext,
+                                            const archive::ArchiveInfo& info) override;
+
+ protected:
+  // Reads the stored bytes of `id` into `stored` and fills `ref` (its size, offset, variant);
+  // kMissing or kDamaged (with `problem`) when it cannot. Any thread.
+  virtual FetchStatus ReadStored(const ChunkId& id, ByteBuffer& stored, engine::ObjectRef& ref,
+                                 FetchProblem& problem) const = 0;
+  static FetchStatus Damaged(FetchProblem& p, report::Stage stage, std::string why) {
+    p.stage = stage;
+    p.message = std::move(why);
+    return FetchStatus::kDamaged;
+  }
+
+ private:
+  const crypto::KeyMode mode_;
+  const std::optional<crypto::KeyMaterial> key_;
+  engine::VerifierPool<Borg1Verifier> verifiers_;
+};
+
+FetchStatus Borg1Archives::Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plaintext, FetchProblem& problem) {
+  ByteBuffer stored;
+  engine::ObjectRef ref;
+  ref.id = id;
+  if (FetchStatus s = ReadStored(id, stored, ref, problem); s != FetchStatus::kOk) return s;
+  engine::VerifierPool<Borg1Verifier>::Handle v = verifiers_.Take();
+  if (!v.get() || !v->status().ok()) return Damaged(problem, report::Stage::kEnvelope, "cannot set up the object crypto");
+  ref.size = uint32_t(stored.size());
+  if (std::optional<engine::Verdict> fail = v->Verify(stored.view(), ref)) {
+    return Damaged(problem, fail->stage, fail->message);
+  }
+  plaintext.Assign(v->plaintext());
+  return FetchStatus::kOk;
+}
+
+// A repository read as files (io::Env): the live list as the stored objects, each read at its
+// indexed location.
+class EnvBorg1Archives final : public Borg1Archives {
+ public:
+  EnvBorg1Archives(const io::Env& env, const RepositoryPlan& plan, crypto::KeyMode mode, const crypto::KeyMaterial* key)
+      : Borg1Archives(mode, key), files_(env), plan_(plan) {
     // The plan sorts its live list by id in index mode; a log replay has no such list.
     if (plan_.live_by_id.empty()) {
       own_by_id_.resize(plan_.live.size());
@@ -40,10 +91,6 @@ class Borg1Archives final : public engine::ArchiveSource, public archive::Object
     for (const SegmentFile& s : plan_.segments) paths_[s.number] = &s.path;
   }
 
-  archive::Generation generation() const override { return archive::Generation::kBorg1; }
-  Result<engine::ArchiveList> ListArchives() override {
-    return engine::ListArchivesFromManifest(*this, archive::Generation::kBorg1);
-  }
   size_t ObjectCount() const override { return plan_.live.size(); }
   std::optional<size_t> Find(const ChunkId& id) const override {
     const std::vector<uint32_t>& by_id = by_id_list();
@@ -53,30 +100,20 @@ class Borg1Archives final : public engine::ArchiveSource, public archive::Object
     return *it;
   }
   ChunkId IdAt(size_t i) const override { return plan_.live[i].id; }
-  archive::ObjectFetcher& fetcher() override { return *this; }
-
-  FetchStatus Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plaintext, FetchProblem& problem) override;
-  std::optional<FetchProblem> VerifyArchive(const ChunkId& id, Bytes plaintext,
-                                            const archive::ArchiveInfo& info) override;
 
  private:
+  FetchStatus ReadStored(const ChunkId& id, ByteBuffer& entry, engine::ObjectRef& ref,
+                         FetchProblem& problem) const override;
   const std::vector<uint32_t>& by_id_list() const { return plan_.live_by_id.empty() ? own_by_id_ : plan_.live_by_id; }
-  static FetchStatus Damaged(FetchProblem& p, report::Stage stage, std::string why) {
-    p.stage = stage;
-    p.message = std::move(why);
-    return FetchStatus::kDamaged;
-  }
 
   const io::FileCache files_;  // segments kept open from one fetch to the next (file_cache.h)
   const RepositoryPlan& plan_;
-  const crypto::KeyMode mode_;
-  const std::optional<crypto::KeyMaterial> key_;
   std::vector<uint32_t> own_by_id_;                 // const after construction
   std::map<uint32_t, const std::string*> paths_;    // committed segment -> path; const
-  engine::VerifierPool<Borg1Verifier> verifiers_;
 };
 
-FetchStatus Borg1Archives::Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plaintext, FetchProblem& problem) {
+FetchStatus EnvBorg1Archives::ReadStored(const ChunkId& id, ByteBuffer& entry, engine::ObjectRef& ref,
+                                         FetchProblem& problem) const {
   const std::optional<size_t> i = Find(id);
   if (!i) return FetchStatus::kMissing;
   const LiveObject& o = plan_.live[*i];
@@ -97,23 +134,54 @@ FetchStatus Borg1Archives::Fetch(const ChunkId& id, ObjectKind, ByteBuffer& plai
   if (h.tag != kTagPut || std::memcmp(h.key, id.data(), 32) != 0) {
     return Damaged(problem, report::Stage::kMissing, "the entry at the indexed location is not this chunk's PUT");
   }
-  ByteBuffer entry;
   entry.Resize(h.size);
   if (Status r = (*f)->ReadAt(o.offset, h.size, entry.data()); !r.ok()) {
     return archive::CouldNotRead(problem, r, "cannot read " + *path->second);
   }
-  engine::VerifierPool<Borg1Verifier>::Handle v = verifiers_.Take();
-  if (!v.get() || !v->status().ok()) return Damaged(problem, report::Stage::kEnvelope, "cannot set up the object crypto");
-  engine::ObjectRef ref;
-  ref.id = id;
   ref.file_offset = o.offset;
-  ref.size = h.size;
-  if (std::optional<engine::Verdict> fail = v->Verify(entry.view(), ref)) {
-    return Damaged(problem, fail->stage, fail->message);
-  }
-  plaintext.Assign(v->plaintext());
   return FetchStatus::kOk;
 }
+
+// A repository a server hands out by id (io/object_service.h): the ids the server listed as
+// the stored objects (sorted), each fetched with a get of its own.
+class ServedBorg1Archives final : public Borg1Archives {
+ public:
+  ServedBorg1Archives(io::ObjectService& service, const std::vector<ChunkId>& sorted_ids, crypto::KeyMode mode,
+                      const crypto::KeyMaterial* key)
+      : Borg1Archives(mode, key), service_(service), ids_(sorted_ids) {}
+
+  size_t ObjectCount() const override { return ids_.size(); }
+  std::optional<size_t> Find(const ChunkId& id) const override {
+    auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
+    if (it == ids_.end() || *it != id) return std::nullopt;
+    return size_t(it - ids_.begin());
+  }
+  ChunkId IdAt(size_t i) const override { return ids_[i]; }
+
+ private:
+  FetchStatus ReadStored(const ChunkId& id, ByteBuffer& payload, engine::ObjectRef& ref,
+                         FetchProblem& problem) const override {
+    if (!Find(id)) return FetchStatus::kMissing;
+    const io::GetReply r = service_.WaitGet(service_.PostGet(id), payload);
+    switch (r.outcome) {
+      case io::GetOutcome::kOk:
+        ref.variant = kBorg1ServedPayload;
+        return FetchStatus::kOk;
+      case io::GetOutcome::kNotFound:
+        return Damaged(problem, report::Stage::kMissing, "the server's index lists it, but the server has no such object");
+      case io::GetOutcome::kIntegrity:
+        return Damaged(problem, report::Stage::kEntryCrc, r.message);
+      case io::GetOutcome::kCouldNotRead:
+        return Damaged(problem, report::Stage::kIo, "the server could not read it: " + r.message);
+      case io::GetOutcome::kLost:
+        break;
+    }
+    return Damaged(problem, report::Stage::kIo, service_.Lost().message());
+  }
+
+  io::ObjectService& service_;     // safe for concurrent use (object_service.h)
+  const std::vector<ChunkId>& ids_;  // sorted; the source's, const while the pass runs
+};
 
 std::optional<FetchProblem> Borg1Archives::VerifyArchive(const ChunkId&, Bytes plaintext,
                                                          const archive::ArchiveInfo& info) {
@@ -146,7 +214,13 @@ std::optional<FetchProblem> Borg1Archives::VerifyArchive(const ChunkId&, Bytes p
 
 std::unique_ptr<engine::ArchiveSource> MakeBorg1ArchiveSource(const io::Env& env, const RepositoryPlan& plan,
                                                               crypto::KeyMode mode, const crypto::KeyMaterial* key) {
-  return std::make_unique<Borg1Archives>(env, plan, mode, key);
+  return std::make_unique<EnvBorg1Archives>(env, plan, mode, key);
+}
+
+std::unique_ptr<engine::ArchiveSource> MakeServedBorg1ArchiveSource(io::ObjectService& service,
+                                                                    const std::vector<ChunkId>& sorted_ids,
+                                                                    crypto::KeyMode mode, const crypto::KeyMaterial* key) {
+  return std::make_unique<ServedBorg1Archives>(service, sorted_ids, mode, key);
 }
 
 }  // namespace borgcheck::repo

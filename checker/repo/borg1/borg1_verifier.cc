@@ -36,9 +36,10 @@ std::optional<Verdict> Borg1Verifier::VerifyAs(Bytes entry, const uint8_t* id) {
 
 std::optional<Verdict> Borg1Verifier::Verify(Bytes entry, const engine::ObjectRef& ref) {
   plain_.Clear();
-  if (!EntryCrcMatches(entry)) return Verdict{Stage::kEntryCrc, "Segment entry checksum mismatch"};
+  const bool served = ref.variant == kBorg1ServedPayload;
+  if (!served && !EntryCrcMatches(entry)) return Verdict{Stage::kEntryCrc, "Segment entry checksum mismatch"};
   if (!verify_data_) return std::nullopt;
-  Bytes obj = entry.subspan(kHeaderSizeWithKey);
+  Bytes obj = served ? entry : entry.subspan(kHeaderSizeWithKey);
   Bytes payload;
   crypto::OpenResult opened = opener_->Open(obj, scratch_, payload);
   if (opened.outcome == crypto::OpenOutcome::kBadEnvelope) return Verdict{Stage::kEnvelope, opened.message};
@@ -72,13 +73,14 @@ class Borg1Verifier::BatchItems final : public crypto::HashPipeline::Items {
     Item& it = v_.items_[i];
     it = Item();
     it.slot = slot;
-    if (!EntryCrcMatches(entry)) {
+    const bool served = refs_[i].variant == kBorg1ServedPayload;
+    if (!served && !EntryCrcMatches(entry)) {
       it.early = Verdict{Stage::kEntryCrc, "Segment entry checksum mismatch"};
       return 0;
     }
     Bytes payload, mac_message;
-    crypto::OpenResult opened =
-        v_.opener_->OpenDeferringMac(entry.subspan(kHeaderSizeWithKey), v_.scratch_, payload, mac_message, it.stored_mac);
+    crypto::OpenResult opened = v_.opener_->OpenDeferringMac(served ? entry : entry.subspan(kHeaderSizeWithKey),
+                                                             v_.scratch_, payload, mac_message, it.stored_mac);
     if (opened.outcome != crypto::OpenOutcome::kOk) {
       it.early = Verdict{Stage::kEnvelope, opened.message};
       return 0;

@@ -33,6 +33,10 @@
 
 namespace borgcheck::repo {
 
+// ObjectRef::variant of an object a server handed over (io/object_service.h, `borg serve`):
+// the stored payload without the entry header, whose CRC and header the server checked.
+inline constexpr uint8_t kBorg1ServedPayload = 1;
+
 class Borg1Verifier final : public engine::ObjectVerifier {
  public:
   // key may be null for a keyless (CRC-only) check or mode none; verify_data false means CRC only.
@@ -44,8 +48,9 @@ class Borg1Verifier final : public engine::ObjectVerifier {
   // Whether the crypto contexts were made (checked once after construction).
   Status status() const;
 
-  // Verifies a whole segment entry (header included) stored as chunk ref.id. On success
-  // plaintext() holds the decompressed object (verify-data).
+  // Verifies a whole segment entry (header included) stored as chunk ref.id, or its payload
+  // alone when ref.variant is kBorg1ServedPayload (the CRC is then the server's to check). On
+  // success plaintext() holds the decompressed object (verify-data).
   std::optional<engine::Verdict> Verify(Bytes entry, const engine::ObjectRef& ref) override;
   // The same for an entry checked as chunk `id` (32 bytes).
   std::optional<engine::Verdict> VerifyAs(Bytes entry, const uint8_t* id);

@@ -1,0 +1,239 @@
+#include "checker/remote/borg_serve_service.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "checker/base/msgpack_util.h"
+#include "checker/base/text_escape.h"
+
+namespace borgcheck::remote {
+namespace {
+
+// borg's own batch for list and scan (LIST_SCAN_LIMIT): about 3.5 MB of ids per reply.
+constexpr int64_t kListBatch = 100'000;
+
+Raw IdArg(const io::ObjectId& id) { return Raw{std::string(reinterpret_cast<const char*>(id.data()), id.size())}; }
+
+// A 32-byte id out of a reply element: a str/bin value, or (a server that pairs ids with
+// flags) an array whose first element is one.
+bool AsId(const msgpack::object& o, io::ObjectId& out) {
+  const msgpack::object* v = &o;
+  if (o.type == msgpack::type::ARRAY && o.via.array.size >= 1) v = &o.via.array.ptr[0];
+  Bytes b;
+  if (!msgpack_util::AsRaw(v, b) || b.size() != out.size()) return false;
+  std::memcpy(out.data(), b.data(), out.size());
+  return true;
+}
+
+// The ids of a list or scan reply (an array of ids) appended to `out`; false when it is not one.
+bool AppendIds(const msgpack::object& arr, std::vector<io::ObjectId>& out, size_t& n) {
+  if (arr.type != msgpack::type::ARRAY) return false;
+  n = arr.via.array.size;
+  for (uint32_t i = 0; i < arr.via.array.size; ++i) {
+    io::ObjectId id;
+    if (!AsId(arr.via.array.ptr[i], id)) return false;
+    out.push_back(id);
+  }
+  return true;
+}
+
+}  // namespace
+
+StatusCode BorgExceptionCode(const std::string& c) {
+  if (c == "DoesNotExist" || c == "ParentPathDoesNotExist") return StatusCode::kNotFound;
+  if (c == "PathNotAllowed" || c == "PathPermissionDenied") return StatusCode::kInvalidArgument;
+  if (c == "LockTimeout" || c == "LockFailed" || c == "LockError" || c == "LockErrorT") return StatusCode::kLockHeld;
+  if (c == "InvalidRepository" || c == "AtticRepository" || c == "InvalidRepositoryConfig") {
+    return StatusCode::kNotARepository;
+  }
+  return StatusCode::kIoError;
+}
+
+BorgServeService::BorgServeService(std::unique_ptr<BorgRpc> rpc, std::string path, std::string host)
+    : rpc_(std::move(rpc)), path_(std::move(path)), host_(std::move(host)) {}
+
+BorgServeService::~BorgServeService() { rpc_->Close(); }
+
+std::string BorgServeService::Describe() const { return "borg serve " + rpc_->ServerVersionText() + " on " + EscapeText(host_); }
+
+Status BorgServeService::SessionError(const char* what, const RpcReply& r) const {
+  const StatusCode code = BorgExceptionCode(r.exception_class);
+  std::string words = r.exception_message.empty() ? r.exception_class : r.exception_message;
+  while (!words.empty() && (words.back() == '\n' || words.back() == ' ')) words.pop_back();
+  std::string msg = fmt::format("borg serve on {} refused {}: {}", EscapeText(host_), what, EscapeText(words));
+  if (code == StatusCode::kInvalidArgument) {
+    msg += " (the server's --restrict-to-path or --restrict-to-repository does not allow this path)";
+  }
+  return Status(code, std::move(msg));
+}
+
+Result<RpcReply> BorgServeService::CallChecked(Method m, std::vector<Arg> args) {
+  Result<RpcReply> r = rpc_->Call(m, std::move(args));
+  if (!r.ok()) return r.status();
+  return r;
+}
+
+Result<io::ServedRepository> BorgServeService::Open(bool lock, double lock_wait_seconds) {
+  std::vector<Arg> args;
+  args.push_back({"path", std::string(path_)});
+  args.push_back({"create", false});
+  args.push_back({"lock_wait", int64_t(std::max(1.0, lock_wait_seconds))});
+  args.push_back({"lock", lock});
+  args.push_back({"exclusive", false});
+  args.push_back({"append_only", false});
+  args.push_back({"make_parent_dirs", false});
+  Result<RpcReply> r = CallChecked(Method::kOpen, std::move(args));
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return SessionError(("the repository " + EscapeText(path_)).c_str(), *r);
+  io::ServedRepository repo;
+  Bytes id;
+  if (!msgpack_util::AsRaw(&r->result, id) || id.size() != repo.id.size()) {
+    return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered open with no repository id");
+  }
+  std::memcpy(repo.id.data(), id.data(), repo.id.size());
+  repo.version = 1;
+  if (rpc_->server_version()[0] >= 2) {
+    // 2.0.0b5 opens versions 1 and 2: info says which.
+    Result<RpcReply> info = CallChecked(Method::kInfo, {});
+    if (!info.ok()) return info.status();
+    if (!info->ok()) return SessionError("info", *info);
+    const msgpack::object* v =
+        info->result.type == msgpack::type::MAP ? msgpack_util::Find(info->result, "version") : nullptr;
+    if (!v || v->type != msgpack::type::POSITIVE_INTEGER || v->via.u64 > 1000) {
+      return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered info without a version");
+    }
+    repo.version = int(v->via.u64);
+  }
+  return repo;
+}
+
+Result<std::string> BorgServeService::LoadKey() {
+  Result<RpcReply> r = CallChecked(Method::kLoadKey, {});
+  if (!r.ok()) return r.status();
+  if (!r->ok()) return SessionError("load_key", *r);
+  if (r->result.type == msgpack::type::NIL) return std::string();
+  Bytes b;
+  if (!msgpack_util::AsRaw(&r->result, b)) {
+    return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered load_key with no key");
+  }
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+Status BorgServeService::ListIds(std::vector<io::ObjectId>& out) {
+  std::optional<io::ObjectId> marker;
+  for (;;) {
+    std::vector<Arg> args;
+    args.push_back({"limit", kListBatch});
+    if (marker) args.push_back({"marker", IdArg(*marker)});
+    else args.push_back({"marker", Nil{}});
+    Result<RpcReply> r = CallChecked(Method::kList, std::move(args));
+    if (!r.ok()) return r.status();
+    if (!r->ok()) return SessionError("list", *r);
+    size_t n = 0;
+    if (!AppendIds(r->result, out, n)) {
+      return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered list with no id list");
+    }
+    if (n < size_t(kListBatch)) return Status::Ok();
+    marker = out.back();
+  }
+}
+
+Status BorgServeService::ScanIds(std::vector<io::ObjectId>& out) {
+  const bool with_state = rpc_->server_version()[0] >= 2;  // 2.0.0b3+: scan(limit, state) -> [ids, state]
+  std::optional<io::ObjectId> marker;
+  msgpack::object_handle state_handle;
+  std::optional<std::vector<int64_t>> state;
+  for (;;) {
+    std::vector<Arg> args;
+    args.push_back({"limit", kListBatch});
+    if (with_state) {
+      if (state) args.push_back({"state", *state});
+      else args.push_back({"state", Nil{}});
+    } else if (marker) {
+      args.push_back({"marker", IdArg(*marker)});
+    } else {
+      args.push_back({"marker", Nil{}});
+    }
+    Result<RpcReply> r = CallChecked(Method::kScan, std::move(args));
+    if (!r.ok()) return r.status();
+    if (!r->ok()) return SessionError("scan", *r);
+    const msgpack::object* ids = &r->result;
+    if (with_state) {
+      if (r->result.type != msgpack::type::ARRAY || r->result.via.array.size != 2) {
+        return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with no [ids, state]");
+      }
+      ids = &r->result.via.array.ptr[0];
+      const msgpack::object& st = r->result.via.array.ptr[1];
+      std::vector<int64_t> next;
+      if (st.type == msgpack::type::ARRAY && st.via.array.size <= 8) {
+        for (uint32_t i = 0; i < st.via.array.size; ++i) {
+          const msgpack::object& e = st.via.array.ptr[i];
+          if (e.type == msgpack::type::POSITIVE_INTEGER && e.via.u64 <= uint64_t(INT64_MAX)) next.push_back(int64_t(e.via.u64));
+          else if (e.type == msgpack::type::NEGATIVE_INTEGER) next.push_back(e.via.i64);
+          else return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with a bad state");
+        }
+      } else if (st.type != msgpack::type::NIL) {
+        return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with a bad state");
+      }
+      state = std::move(next);
+    }
+    size_t n = 0;
+    if (!AppendIds(*ids, out, n)) {
+      return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with no id list");
+    }
+    if (n == 0 || (!with_state && n < size_t(kListBatch))) return Status::Ok();
+    if (!with_state) marker = out.back();
+    if (out.size() > 64'000'000) {
+      return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " scanned more ids than a repository holds");
+    }
+  }
+}
+
+uint64_t BorgServeService::PostGet(const io::ObjectId& id) {
+  std::vector<Arg> args;
+  args.push_back({"id", IdArg(id)});
+  return rpc_->Post(Method::kGet, std::move(args));
+}
+
+io::GetReply BorgServeService::WaitGet(uint64_t ticket, ByteBuffer& payload) {
+  io::GetReply out;
+  payload.Clear();
+  Result<RpcReply> r = rpc_->Wait(ticket);
+  if (!r.ok()) {
+    out.outcome = io::GetOutcome::kLost;
+    out.message = r.status().message();
+    return out;
+  }
+  if (r->ok()) {
+    Bytes b;
+    if (!msgpack_util::AsRaw(&r->result, b)) {
+      out.outcome = io::GetOutcome::kCouldNotRead;
+      out.message = "the server's reply to get holds no bytes";
+      return out;
+    }
+    payload.Assign(b);
+    out.outcome = io::GetOutcome::kOk;
+    return out;
+  }
+  std::string words = r->exception_message.empty() ? r->exception_class : r->exception_message;
+  while (!words.empty() && (words.back() == '\n' || words.back() == ' ')) words.pop_back();
+  out.message = EscapeText(words);
+  if (r->exception_class == "ObjectNotFound") {
+    out.outcome = io::GetOutcome::kNotFound;
+  } else if (r->exception_class == "IntegrityError") {
+    out.outcome = io::GetOutcome::kIntegrity;
+    if (std::optional<SegmentOffset> at = ParseSegmentOffset(words)) {
+      out.segment = at->segment;
+      out.offset = at->offset;
+    }
+  } else {
+    out.outcome = io::GetOutcome::kCouldNotRead;
+  }
+  return out;
+}
+
+void BorgServeService::Forget(uint64_t ticket) { rpc_->Forget(ticket); }
+
+}  // namespace borgcheck::remote
