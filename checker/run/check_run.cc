@@ -2,6 +2,7 @@
 // Adding a generation is one folder in checker/repo/ plus one row here.
 #include "checker/run/check_run.h"
 
+#include <algorithm>
 #include <memory>
 
 #include "checker/repo/borg1/borg1_served_source.h"
@@ -50,8 +51,25 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
 
 CheckOutcome RunServedCheck(const CheckOptions& options, const ProgressCallback& progress,
                             io::ObjectService& service) {
-  // The served source opens the repository and refuses a version it cannot read that way.
-  return schedule::RunScheduled(*repo::MakeBorg1ServedSource(options, service), options, progress);
+  // Opening takes borg's shared lock (unless --bypass-lock) and says the repository's version,
+  // which picks the generation's served source.
+  Result<io::ServedRepository> repo = service.Open(!options.bypass_lock, std::max(1u, options.lock_wait_seconds));
+  if (!repo.ok()) {
+    CheckOutcome out;
+    out.status = repo.status();
+    out.summary.repository = options.RepositoryName();
+    return out;
+  }
+  if (repo->version == 1) {
+    return schedule::RunScheduled(*repo::MakeBorg1ServedSource(options, service, *repo), options, progress);
+  }
+  CheckOutcome out;
+  out.summary.repository = options.RepositoryName();
+  out.status = Status(StatusCode::kUnsupported,
+                      "repository version " + std::to_string(repo->version) + " at " + options.RepositoryName() +
+                          " (borg 2.0.0b5's segments): borgcheck reads it over sftp:// or locally, not yet through "
+                          "borg serve");
+  return out;
 }
 
 }  // namespace borgcheck::run

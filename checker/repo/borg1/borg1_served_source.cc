@@ -38,8 +38,8 @@ Location ServerLocation(const io::GetReply& r) {
 
 class Borg1ServedSource final : public engine::ObjectSource {
  public:
-  Borg1ServedSource(const engine::CheckOptions& opts, io::ObjectService& service)
-      : opts_(opts), service_(service), verify_data_(opts.verify_data) {}
+  Borg1ServedSource(const engine::CheckOptions& opts, io::ObjectService& service, const io::ServedRepository& repo)
+      : opts_(opts), service_(service), verify_data_(opts.verify_data), repo_(repo) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;
@@ -85,8 +85,8 @@ class Borg1ServedSource final : public engine::ObjectSource {
   io::ObjectService& service_;
   bool verify_data_;  // opts_.verify_data until FallBackToKeyless
 
+  const io::ServedRepository repo_;  // as the service opened it
   // const after MakePlan (read by the workers and the archive pass)
-  io::ServedRepository repo_;
   std::vector<ChunkId> sorted_ids_;  // every id the server lists, sorted
   std::vector<ChunkId> order_;       // read order: the scan's, then the listed ids it missed
   std::vector<size_t> unit_starts_;  // unit u is order_[unit_starts_[u], unit_starts_[u + 1])
@@ -109,20 +109,18 @@ class Borg1ServedSource final : public engine::ObjectSource {
 };
 
 Result<engine::Plan> Borg1ServedSource::MakePlan() {
-  Result<io::ServedRepository> opened = service_.Open(!opts_.bypass_lock, std::max(1u, opts_.lock_wait_seconds));
-  if (!opened.ok()) return opened.status();
-  repo_ = *opened;
-  if (repo_.version != 1) {
-    return Status(StatusCode::kUnsupported,
-                  fmt::format("{} is a repository of version {} (borg 2.0.0b5's segments): borgcheck reads it "
-                              "over sftp:// or locally, not yet through borg serve",
-                              opts_.RepositoryName(), repo_.version));
-  }
   if (Status s = service_.ListIds(sorted_ids_); !s.ok()) return s;
   std::sort(sorted_ids_.begin(), sorted_ids_.end());
   sorted_ids_.erase(std::unique(sorted_ids_.begin(), sorted_ids_.end()), sorted_ids_.end());
   std::vector<ChunkId> scanned;
-  if (Status s = service_.ScanIds(scanned); !s.ok()) return s;
+  std::optional<std::string> no_scan;  // why the server could not scan, when it could not
+  if (Status s = service_.ScanIds(scanned); !s.ok()) {
+    if (!service_.Lost().ok()) return s;
+    // The server's own error (borg 2.0.0b5's scan fails on a version-1 repository: its index
+    // entries have no `segment`): the objects are read in the list's order instead.
+    no_scan = s.message();
+    scanned = sorted_ids_;
+  }
 
   // The scan's order, then what the list has and the scan did not return (in id order). An id
   // the scan returns twice, or one the list does not have, is read once / not at all: the list
@@ -154,6 +152,10 @@ Result<engine::Plan> Borg1ServedSource::MakePlan() {
                        ": the server checks each entry's CRC and header, borgcheck everything after it; "
                        "a served repository's index against its log, its dead entries and any bytes after "
                        "the last commit are not checked (sftp:// or a local run checks them)");
+  if (no_scan) {
+    plan.notes.push_back("the server could not list its objects in on-disk order (" + *no_scan +
+                         "): they are fetched in index order, which costs the server more seeks");
+  }
   for (size_t start = 0; start < order_.size();) {
     // The scanned objects in runs of kServedUnitObjects, then those the scan missed.
     const size_t end = start < scanned_ ? std::min(scanned_, start + kServedUnitObjects)
@@ -375,8 +377,9 @@ void Borg1ServedSource::Finish(engine::FinishContext& ctx) {
 }  // namespace
 
 std::unique_ptr<engine::ObjectSource> MakeBorg1ServedSource(const engine::CheckOptions& options,
-                                                           io::ObjectService& service) {
-  return std::make_unique<Borg1ServedSource>(options, service);
+                                                           io::ObjectService& service,
+                                                           const io::ServedRepository& repo) {
+  return std::make_unique<Borg1ServedSource>(options, service, repo);
 }
 
 }  // namespace borgcheck::repo

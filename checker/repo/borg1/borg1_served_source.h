@@ -1,6 +1,6 @@
 // A borg 1.x repository (version 1) that a server hands out object by object (`borg serve`
 // over ssh, io/object_service.h) as an engine source:
-//   1. Plan: open it (borg's shared lock unless --bypass-lock), take every id the server's
+//   1. Plan (the service opened the repository: run/check_run.h): take every id the server's
 //      index lists, and the ids of its current PUTs in on-disk order (scan). Units are runs of
 //      that order (kServedUnitObjects objects), then one more of the listed ids the scan did
 //      not return (the server's walk stops at a damaged entry header and skips the rest of
@@ -35,6 +35,7 @@ inline constexpr size_t kServedUnitObjects = 4096;
 inline constexpr size_t kServedGetsAhead = 2000;
 
 std::unique_ptr<engine::ObjectSource> MakeBorg1ServedSource(const engine::CheckOptions& options,
-                                                           io::ObjectService& service);
+                                                           io::ObjectService& service,
+                                                           const io::ServedRepository& repo);
 
 }  // namespace borgcheck::repo
