@@ -192,6 +192,10 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
   }
 
   if (Status s = ApplyPartialArgs(raw.partial, o, cli.test_hook_notes, cli.test_read_delay_us); !s.ok()) return s;
+  if (cli.remote && cli.remote->transport == Transport::kBorgServe && o.sample_bytes) {
+    return Invalid("--sample with a size is not available for ssh:// repositories: borg serve does not say how "
+                   "large the repository is; give a share instead (--sample 5%)");
+  }
   if (cli.remote && cli.remote->transport == Transport::kBorgServe && !o.state_dir.empty()) {
     // A served unit is a run of the server's scan, not a file: nothing a later run could
     // recognise as already verified (issue 19 leaves this for a later step).

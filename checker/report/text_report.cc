@@ -15,6 +15,12 @@
 namespace borgcheck::report {
 namespace {
 
+// The plural of a unit noun: "segments", "packs", "batches" (a served repository's).
+std::string UnitNouns(const std::string& noun) {
+  return noun.ends_with("ch") || noun.ends_with("sh") || noun.ends_with("s") ? noun + "es" : noun + "s";
+}
+
+
 // What makes two findings "of one kind in one unit".
 using GroupKey = std::tuple<std::string, Severity, Stage, std::string, Reread>;
 
@@ -186,7 +192,7 @@ std::string FormatSummaryLine(const RunSummary& s, int exit_code) {
 
 std::string FormatPartialSuffix(const RunSummary& s) {
   if (s.complete) return "";
-  const std::string nouns = s.unit_noun + "s";
+  const std::string nouns = UnitNouns(s.unit_noun);
   std::vector<std::string> parts;
   if (!s.subset_label.empty()) parts.push_back("slice " + EscapeText(s.subset_label));
   if (s.sample_fraction > 0) parts.push_back(fmt::format("sample {:.4g}% (seed {})", s.sample_fraction * 100, s.sample_seed));
@@ -217,7 +223,7 @@ std::string FormatAge(double s) {
 std::string FormatCoverageLine(const RunSummary& s) {
   if (!s.has_coverage || s.coverage.state_file.empty() || s.skipped) return "";
   const RunSummary::Coverage& c = s.coverage;
-  const std::string nouns = s.unit_noun + "s";
+  const std::string nouns = UnitNouns(s.unit_noun);
   std::string out = fmt::format("coverage: {:.1f}% of {} verified{} ({} of {} {}{}{})", c.ratio * 100,
                                 FormatBytes(s.bytes_total),
                                 c.max_age_s > 0 ? " within " + FormatAge(c.max_age_s) : std::string(),

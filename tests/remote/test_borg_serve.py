@@ -197,6 +197,21 @@ class FixturesMatch(ServeTestCase):
                 self.check_same(repo, VERIFY, args)
 
 
+class Partial(ServeTestCase):
+    def test_slices_and_samples_verify_what_a_local_run_does(self):
+        # A slice is chosen by chunk id, so a served run verifies exactly the local run's objects.
+        repo = self.copy("borg1/corrupt/mac-repokey")
+        for args in (["--subset", "1/3"], ["--subset", "2/3"], ["--subset", "3/3"]):
+            with self.subTest(args=args):
+                lrec, srec = self.check_same(repo, VERIFY, ["--verify-data"] + args)
+                self.assertEqual(summary(srec)["subset"], args[1])
+                self.assertFalse(summary(srec)["complete"])
+        r = self.run_borgcheck(["--sample", "30%", "--sample-seed", "7", "--verify-data", self.url(repo)],
+                               self.env(VERIFY))
+        self.assertIn(r.rc, (cs.EXIT_OK, cs.EXIT_INTEGRITY_ERRORS), r)
+        self.assertIn("from 1 of 1 batch", r.stdout, r)
+
+
 class OtherServer(ServeTestCase):
     def test_borg2_serve_reads_a_borg1_repository(self):
         # borg 2.0.0b5's serve opens version-1 repositories, speaks the bin dialect, and its scan
@@ -281,7 +296,8 @@ class Errors(ServeTestCase):
         self.assertIn("borgcheck: ", r.stderr)
 
     def test_options_a_served_run_refuses(self):
-        for args in (["--remote-connections", "2"], ["--max-duration", "1h"], ["--state-dir", self.tmp]):
+        for args in (["--remote-connections", "2"], ["--max-duration", "1h"], ["--state-dir", self.tmp],
+                     ["--sample", "1G"]):
             with self.subTest(args=args):
                 r = self.run_borgcheck(args + [self.url("/x")], self.env())
                 self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
