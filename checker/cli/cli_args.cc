@@ -94,10 +94,6 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
     if (!rsh.ok()) return rsh.status();
     remote->target.rsh = std::move(rsh).value();
     if (remote->transport == Transport::kBorgServe) {
-      if (raw.remote_connections_given) {
-        return Invalid("--remote-connections is for sftp:// repositories; an ssh:// repository is read through one "
-                       "borg serve connection");
-      }
       Result<std::vector<std::string>> borg = RemoteBorgCommand(raw.remote_path, raw.remote_path_given);
       if (!borg.ok()) return borg.status();
       cli.remote_borg = std::move(borg).value();
@@ -117,7 +113,10 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
       (raw.remote_connections < 1 || unsigned(raw.remote_connections) > kMaxRemoteConnections)) {
     return Invalid(fmt::format("--remote-connections must be between 1 and {}", kMaxRemoteConnections));
   }
-  cli.sftp.connections = raw.remote_connections_given ? unsigned(raw.remote_connections) : kDefaultRemoteConnections;
+  const bool serve = cli.remote && cli.remote->transport == Transport::kBorgServe;
+  cli.sftp.connections = raw.remote_connections_given ? unsigned(raw.remote_connections)
+                         : serve                      ? kDefaultServeConnections
+                                                      : kDefaultRemoteConnections;
   const double timeout = raw.remote_timeout_given ? raw.remote_timeout : kDefaultRemoteTimeoutS;
   if (!(timeout >= 1 && timeout <= 86400)) {
     return Invalid("--remote-timeout must be between 1 and 86400 seconds");

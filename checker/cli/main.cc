@@ -209,8 +209,9 @@ int main(int argc, char** argv) {
                      "the server's borg for ssh:// repositories (default: $BORG_REMOTE_PATH, else borg)")
           ->type_name("CMD");
   CLI::Option* remote_connections = app.add_option("--remote-connections", raw.remote_connections,
-                 fmt::format("ssh connections to an sftp:// repository's server (default: {})",
-                             cli::kDefaultRemoteConnections))
+                 fmt::format("ssh connections to the server (sftp://: default {}; ssh://: borg serve sessions, "
+                             "default {})",
+                             cli::kDefaultRemoteConnections, cli::kDefaultServeConnections))
       ->type_name("N");
   CLI::Option* remote_timeout =
       app.add_option("--remote-timeout", raw.remote_timeout,
@@ -324,9 +325,12 @@ int main(int argc, char** argv) {
     if (opts.remote->target.port) t.port = uint16_t(opts.remote->target.port);
     t.remote_path = opts.remote_borg;
     t.timeout = opts.sftp.timeout;
+    // The replies read ahead of the verifiers, 64 MiB over all sessions (a reply larger than
+    // its share still comes whole).
+    t.max_buffered_bytes = std::max<uint64_t>(16ull << 20, (64ull << 20) / std::max(1u, opts.sftp.connections));
     opts.check.repository = opts.remote->path;
     opts.check.repository_url = cli::CanonicalBorgServeUrl(opts.remote->target, opts.remote->path);
-    Result<std::unique_ptr<remote::BorgRpc>> c = remote::BorgRpc::Connect(t);
+    Result<std::vector<std::unique_ptr<remote::BorgRpc>>> c = remote::ConnectSessions(t, opts.sftp.connections);
     if (c.ok()) {
       served = std::make_unique<remote::BorgServeService>(std::move(c).value(), opts.remote->path, t.host);
     } else {

@@ -26,6 +26,10 @@ inline constexpr unsigned kMaxRemoteConnections = 16;
 // Chosen from bench/RESULTS.md ("Remote"): one ssh channel carries about 2 MiB per round trip,
 // so a high-latency link needs several; on a LAN the extra ones cost a connect each.
 inline constexpr unsigned kDefaultRemoteConnections = 4;
+// ssh:// (borg serve): one session. Each is a borg process on the server; more sessions were
+// slower here (bench/RESULTS.md, "Remote (borg serve)": the server's and ssh's CPU, not the
+// link, was the limit), and a backup server has backups to run.
+inline constexpr unsigned kDefaultServeConnections = 1;
 inline constexpr double kDefaultRemoteTimeoutS = 60;
 
 enum class Transport { kSftp, kBorgServe };

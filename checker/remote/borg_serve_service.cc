@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -51,12 +53,60 @@ StatusCode BorgExceptionCode(const std::string& c) {
   return StatusCode::kIoError;
 }
 
-BorgServeService::BorgServeService(std::unique_ptr<BorgRpc> rpc, std::string path, std::string host)
-    : rpc_(std::move(rpc)), path_(std::move(path)), host_(std::move(host)) {}
+Result<std::vector<std::unique_ptr<BorgRpc>>> ConnectSessions(const BorgServeTarget& target, unsigned count) {
+  count = std::clamp(count, 1u, unsigned(BorgServeService::kMaxSessions));
+  std::vector<std::optional<Result<std::unique_ptr<BorgRpc>>>> results(count);
+  {
+    std::vector<std::thread> threads;
+    for (unsigned i = 0; i < count; ++i) {
+      threads.emplace_back([&, i] { results[i].emplace(BorgRpc::Connect(target)); });
+    }
+    for (std::thread& t : threads) t.join();
+  }
+  std::vector<std::unique_ptr<BorgRpc>> sessions;
+  for (auto& r : results) {
+    if (!r->ok()) return r->status();  // the connected ones close as `sessions` and `results` go
+    sessions.push_back(std::move(*r).value());
+  }
+  return sessions;
+}
 
-BorgServeService::~BorgServeService() { rpc_->Close(); }
+BorgServeService::BorgServeService(std::vector<std::unique_ptr<BorgRpc>> sessions, std::string path, std::string host)
+    : sessions_(std::move(sessions)), rpc_(sessions_.at(0).get()), path_(std::move(path)), host_(std::move(host)) {}
 
-std::string BorgServeService::Describe() const { return "borg serve " + rpc_->ServerVersionText() + " on " + EscapeText(host_); }
+BorgServeService::~BorgServeService() { Close(); }
+
+void BorgServeService::Close() {
+  // At once: each waits for its server to end (a round trip and the server's exit).
+  std::vector<std::thread> threads;
+  for (auto& s : sessions_) threads.emplace_back([rpc = s.get()] { rpc->Close(); });
+  for (std::thread& t : threads) t.join();
+}
+
+Status BorgServeService::Lost() const {
+  for (const auto& s : sessions_) {
+    if (Status l = s->Lost(); !l.ok()) return l;
+  }
+  return Status::Ok();
+}
+
+bool BorgServeService::ServerRebuiltIndex() const {
+  for (const auto& s : sessions_) {
+    if (s->ServerRebuiltIndex()) return true;
+  }
+  return false;
+}
+
+uint64_t BorgServeService::BytesReceived() const {
+  uint64_t n = 0;
+  for (const auto& s : sessions_) n += s->BytesReceived();
+  return n;
+}
+
+std::string BorgServeService::Describe() const {
+  return "borg serve " + rpc_->ServerVersionText() + " on " + EscapeText(host_) +
+         (sessions_.size() > 1 ? fmt::format(" ({} sessions)", sessions_.size()) : "");
+}
 
 Status BorgServeService::SessionError(const char* what, const RpcReply& r) const {
   const StatusCode code = BorgExceptionCode(r.exception_class);
@@ -76,23 +126,37 @@ Result<RpcReply> BorgServeService::CallChecked(Method m, std::vector<Arg> args) 
 }
 
 Result<io::ServedRepository> BorgServeService::Open(bool lock, double lock_wait_seconds) {
-  std::vector<Arg> args;
-  args.push_back({"path", std::string(path_)});
-  args.push_back({"create", false});
-  args.push_back({"lock_wait", int64_t(std::max(1.0, lock_wait_seconds))});
-  args.push_back({"lock", lock});
-  args.push_back({"exclusive", false});
-  args.push_back({"append_only", false});
-  args.push_back({"make_parent_dirs", false});
-  Result<RpcReply> r = CallChecked(Method::kOpen, std::move(args));
-  if (!r.ok()) return r.status();
-  if (!r->ok()) return SessionError(("the repository " + EscapeText(path_)).c_str(), *r);
+  auto args = [&] {
+    std::vector<Arg> a;
+    a.push_back({"path", std::string(path_)});
+    a.push_back({"create", false});
+    a.push_back({"lock_wait", int64_t(std::max(1.0, lock_wait_seconds))});
+    a.push_back({"lock", lock});
+    a.push_back({"exclusive", false});
+    a.push_back({"append_only", false});
+    a.push_back({"make_parent_dirs", false});
+    return a;
+  };
+  // Every session opens it (each takes its shared lock), all at once; they must agree on what
+  // they opened.
+  std::vector<uint64_t> ids;
+  for (auto& s : sessions_) ids.push_back(s->Post(Method::kOpen, args()));
   io::ServedRepository repo;
-  Bytes id;
-  if (!msgpack_util::AsRaw(&r->result, id) || id.size() != repo.id.size()) {
-    return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered open with no repository id");
+  for (size_t i = 0; i < sessions_.size(); ++i) {
+    Result<RpcReply> r = sessions_[i]->Wait(ids[i]);
+    if (!r.ok()) return r.status();
+    if (!r->ok()) return SessionError(("the repository " + EscapeText(path_)).c_str(), *r);
+    Bytes id;
+    if (!msgpack_util::AsRaw(&r->result, id) || id.size() != repo.id.size()) {
+      return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered open with no repository id");
+    }
+    if (i == 0) {
+      std::memcpy(repo.id.data(), id.data(), repo.id.size());
+    } else if (std::memcmp(repo.id.data(), id.data(), repo.id.size()) != 0) {
+      return Status(StatusCode::kIoError, "the sessions to " + EscapeText(host_) + " opened different repositories at " +
+                                              EscapeText(path_) + " (it was replaced meanwhile?)");
+    }
   }
-  std::memcpy(repo.id.data(), id.data(), repo.id.size());
   repo.version = 1;
   if (rpc_->server_version()[0] >= 2) {
     // 2.0.0b5 opens versions 1 and 2: info says which.
@@ -194,13 +258,19 @@ Status BorgServeService::ScanIds(std::vector<io::ObjectId>& out) {
 uint64_t BorgServeService::PostGet(const io::ObjectId& id) {
   std::vector<Arg> args;
   args.push_back({"id", IdArg(id)});
-  return rpc_->Post(Method::kGet, std::move(args));
+  const size_t k = size_t(next_.fetch_add(1, std::memory_order_relaxed) % sessions_.size());
+  return sessions_[k]->Post(Method::kGet, std::move(args)) * kMaxSessions + k;
 }
 
 io::GetReply BorgServeService::WaitGet(uint64_t ticket, ByteBuffer& payload) {
   io::GetReply out;
   payload.Clear();
-  Result<RpcReply> r = rpc_->Wait(ticket);
+  if (ticket % kMaxSessions >= sessions_.size()) {
+    out.outcome = io::GetOutcome::kCouldNotRead;
+    out.message = "no such get";
+    return out;
+  }
+  Result<RpcReply> r = sessions_[ticket % kMaxSessions]->Wait(ticket / kMaxSessions);
   if (!r.ok()) {
     out.outcome = io::GetOutcome::kLost;
     out.message = r.status().message();
@@ -234,6 +304,8 @@ io::GetReply BorgServeService::WaitGet(uint64_t ticket, ByteBuffer& payload) {
   return out;
 }
 
-void BorgServeService::Forget(uint64_t ticket) { rpc_->Forget(ticket); }
+void BorgServeService::Forget(uint64_t ticket) {
+  if (ticket % kMaxSessions < sessions_.size()) sessions_[ticket % kMaxSessions]->Forget(ticket / kMaxSessions);
+}
 
 }  // namespace borgcheck::remote

@@ -155,9 +155,9 @@ class ServeTestCase(cs.CliTestCase):
         self.assertEqual(diff, [], "the run changed the test folder:\n%s\n%r" % ("\n".join(diff), result))
         return result
 
-    def check_same(self, repo, env, args=("--verify-data",), served_rc=None):
+    def check_same(self, repo, env, args=("--verify-data",), served_rc=None, served_args=()):
         local = self.start(["--json"] + THREADS + list(args) + [repo], env)
-        served = self.start(["--json"] + THREADS + list(args) + [self.url(repo)], self.env(env))
+        served = self.start(["--json"] + THREADS + list(args) + list(served_args) + [self.url(repo)], self.env(env))
         local, served = self.finish(local), self.finish(served, timeout=120)
         lrec, srec = self.json_records(local), self.json_records(served)
         self.assertEqual(served.rc, local.rc if served_rc is None else served_rc,
@@ -210,6 +210,19 @@ class Partial(ServeTestCase):
                                self.env(VERIFY))
         self.assertIn(r.rc, (cs.EXIT_OK, cs.EXIT_INTEGRITY_ERRORS), r)
         self.assertIn("from 1 of 1 batch", r.stdout, r)
+
+
+class Sessions(ServeTestCase):
+    def test_several_sessions_give_the_same_verdict(self):
+        # --remote-connections N: N borg serve sessions, each with its shared lock, the gets
+        # spread over them; all are closed (and their locks released) before borgcheck exits.
+        repo = self.copy("borg1/corrupt/mac-repokey")
+        for n in ("1", "3"):
+            with self.subTest(connections=n):
+                lrec, srec = self.check_same(repo, VERIFY, served_args=["--remote-connections", n])
+                notes = summary(srec)["notes"]
+                self.assertEqual(any("(3 sessions)" in x for x in notes), n == "3", notes)
+                self.assertFalse(os.path.exists(os.path.join(repo, "lock.roster")))
 
 
 class OtherServer(ServeTestCase):
@@ -296,12 +309,12 @@ class Errors(ServeTestCase):
         self.assertIn("borgcheck: ", r.stderr)
 
     def test_options_a_served_run_refuses(self):
-        for args in (["--remote-connections", "2"], ["--max-duration", "1h"], ["--state-dir", self.tmp],
+        for args in (["--remote-connections", "17"], ["--max-duration", "1h"], ["--state-dir", self.tmp],
                      ["--sample", "1G"]):
             with self.subTest(args=args):
                 r = self.run_borgcheck(args + [self.url("/x")], self.env())
                 self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)
-                self.assertIn("ssh://", r.stderr)
+                self.assertIn("ssh://" if args[0] != "--remote-connections" else "between 1 and 16", r.stderr)
 
     def test_connection_cut_mid_run(self):
         # The "ssh" passes the first 60,000 bytes of the server's replies, then closes: past the
