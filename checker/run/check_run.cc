@@ -7,6 +7,7 @@
 
 #include "checker/repo/borg1/borg1_served_source.h"
 #include "checker/repo/borg1/borg1_source.h"
+#include "checker/repo/borg2b5/borg2b5_served_source.h"
 #include "checker/repo/borg2b5/borg2b5_source.h"
 #include "checker/repo/borgstore/borgstore_source.h"
 #include "checker/repo/format_detect.h"
@@ -63,12 +64,13 @@ CheckOutcome RunServedCheck(const CheckOptions& options, const ProgressCallback&
   if (repo->version == 1) {
     return schedule::RunScheduled(*repo::MakeBorg1ServedSource(options, service, *repo), options, progress);
   }
+  if (repo->version == 2) {  // borg 2.0.0b5's segments, through borg2 serve
+    return schedule::RunScheduled(*repo::MakeBorg2b5ServedSource(options, service, *repo), options, progress);
+  }
   CheckOutcome out;
   out.summary.repository = options.RepositoryName();
-  out.status = Status(StatusCode::kUnsupported,
-                      "repository version " + std::to_string(repo->version) + " at " + options.RepositoryName() +
-                          " (borg 2.0.0b5's segments): borgcheck reads it over sftp:// or locally, not yet through "
-                          "borg serve");
+  out.status = Status(StatusCode::kUnsupported, "repository version " + std::to_string(repo->version) + " at " +
+                                                    options.RepositoryName() + ": not supported through borg serve");
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "checker/repo/segment_log/segment_entry.h"
 #include "checker/repo/segment_log/segment_format.h"
 #include "checker/repo/chunk_id.h"
+#include "checker/repo/segment_log/served_source.h"
 
 namespace borgcheck::repo {
 namespace {
@@ -151,32 +152,15 @@ class ServedBorg1Archives final : public Borg1Archives {
       : Borg1Archives(mode, key), service_(service), ids_(sorted_ids) {}
 
   size_t ObjectCount() const override { return ids_.size(); }
-  std::optional<size_t> Find(const ChunkId& id) const override {
-    auto it = std::lower_bound(ids_.begin(), ids_.end(), id);
-    if (it == ids_.end() || *it != id) return std::nullopt;
-    return size_t(it - ids_.begin());
-  }
+  std::optional<size_t> Find(const ChunkId& id) const override { return FindSorted(ids_, id); }
   ChunkId IdAt(size_t i) const override { return ids_[i]; }
 
  private:
   FetchStatus ReadStored(const ChunkId& id, ByteBuffer& payload, engine::ObjectRef& ref,
                          FetchProblem& problem) const override {
     if (!Find(id)) return FetchStatus::kMissing;
-    const io::GetReply r = service_.WaitGet(service_.PostGet(id), payload);
-    switch (r.outcome) {
-      case io::GetOutcome::kOk:
-        ref.variant = kBorg1ServedPayload;
-        return FetchStatus::kOk;
-      case io::GetOutcome::kNotFound:
-        return Damaged(problem, report::Stage::kMissing, "the server's index lists it, but the server has no such object");
-      case io::GetOutcome::kIntegrity:
-        return Damaged(problem, report::Stage::kEntryCrc, r.message);
-      case io::GetOutcome::kCouldNotRead:
-        return Damaged(problem, report::Stage::kIo, "the server could not read it: " + r.message);
-      case io::GetOutcome::kLost:
-        break;
-    }
-    return Damaged(problem, report::Stage::kIo, service_.Lost().message());
+    ref.variant = kBorg1ServedPayload;
+    return FetchServed(service_, id, payload, problem);
   }
 
   io::ObjectService& service_;     // safe for concurrent use (object_service.h)

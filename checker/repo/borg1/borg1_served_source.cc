@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <deque>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,6 +16,7 @@
 #include "checker/repo/borg1/borg1_key.h"
 #include "checker/repo/borg1/borg1_verifier.h"
 #include "checker/repo/chunk_id.h"
+#include "checker/repo/segment_log/served_source.h"
 
 namespace borgcheck::repo {
 using engine::ObjectRef;
@@ -30,16 +30,10 @@ namespace {
 
 constexpr size_t kModeProbes = 16;  // objects asked for the mode when the manifest cannot tell
 
-// Where a finding the server's words place goes: [segment N, offset M] when it said so.
-Location ServerLocation(const io::GetReply& r) {
-  if (r.segment) return Location::Segment(*r.segment, r.offset);
-  return Location::None();
-}
-
-class Borg1ServedSource final : public engine::ObjectSource {
+class Borg1ServedSource final : public ServedSegmentSource {
  public:
   Borg1ServedSource(const engine::CheckOptions& opts, io::ObjectService& service, const io::ServedRepository& repo)
-      : opts_(opts), service_(service), verify_data_(opts.verify_data), repo_(repo) {}
+      : ServedSegmentSource(service, repo, kBorg1ServedPayload), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;
@@ -51,22 +45,6 @@ class Borg1ServedSource final : public engine::ObjectSource {
   }
   std::string ModeName() const override { return mode_known_ ? std::string(crypto::KeyModeName(mode_)) : std::string(); }
   Result<std::unique_ptr<engine::ObjectVerifier>> MakeVerifier() const override;
-  void ReadUnit(size_t index, engine::UnitSink& sink) override;
-  // The second read: the object fetched again (ObjectRef::file_offset is its place in order_).
-  io::SecondRead ReadAgain(const engine::ReadUnit& unit, uint64_t offset, Bytes first,
-                           ByteBuffer& scratch) const override;
-  // A served unit is no file: it has no identity a later run could compare (the CLI refuses
-  // the options that would need one for a served repository).
-  Result<io::FileStat> StatUnit(const engine::ReadUnit&) const override {
-    return Status(StatusCode::kUnsupported, "a served repository's units are no files");
-  }
-  bool ForEachLiveId(size_t unit, const std::function<void(const engine::ChunkId&)>& each) const override {
-    if (unit + 1 >= unit_starts_.size()) return false;
-    for (size_t i = unit_starts_[unit]; i < unit_starts_[unit + 1]; ++i) each(order_[i]);
-    return true;
-  }
-  unsigned Connections() const override { return 1; }
-  Status Lost() const override { return service_.Lost(); }
   void Finish(engine::FinishContext& ctx) override;
   std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {
     if (!mode_known_) return nullptr;
@@ -75,108 +53,29 @@ class Borg1ServedSource final : public engine::ObjectSource {
   bool HasArchives() const override { return true; }
 
  private:
-  // Fetches one object now (the main thread, before the pool, or a worker's second read).
-  io::GetReply GetNow(const ChunkId& id, ByteBuffer& payload) const {
-    return service_.WaitGet(service_.PostGet(id), payload);
-  }
   void CheckManifest(engine::FinishContext& ctx) const;
 
   const engine::CheckOptions& opts_;
-  io::ObjectService& service_;
   bool verify_data_;  // opts_.verify_data until FallBackToKeyless
-
-  const io::ServedRepository repo_;  // as the service opened it
-  // const after MakePlan (read by the workers and the archive pass)
-  std::vector<ChunkId> sorted_ids_;  // every id the server lists, sorted
-  std::vector<ChunkId> order_;       // read order: the scan's, then the listed ids it missed
-  std::vector<size_t> unit_starts_;  // unit u is order_[unit_starts_[u], unit_starts_[u + 1])
-  size_t scanned_ = 0;               // order_[0, scanned_) came from the scan
-  bool has_manifest_ = false;
+  bool has_manifest_ = false;  // const after MakePlan
   // const after LoadKey
   crypto::KeyMode mode_ = crypto::KeyMode::kNone;
   bool mode_known_ = false;
   std::optional<crypto::KeyMaterial> key_;
   mutable std::optional<crypto::Borg1LaneHashes> lane_hashes_;  // as Borg1Source's
   mutable bool lane_hashes_made_ = false;
-
-  // The pipeline (main thread, ReadUnit): gets posted ahead of the reader, in order_.
-  struct Posted {
-    size_t index;
-    uint64_t ticket;
-  };
-  std::deque<Posted> posted_;
-  size_t next_post_ = 0;
 };
 
 Result<engine::Plan> Borg1ServedSource::MakePlan() {
-  if (Status s = service_.ListIds(sorted_ids_); !s.ok()) return s;
-  std::sort(sorted_ids_.begin(), sorted_ids_.end());
-  sorted_ids_.erase(std::unique(sorted_ids_.begin(), sorted_ids_.end()), sorted_ids_.end());
-  std::vector<ChunkId> scanned;
-  std::optional<std::string> no_scan;  // why the server could not scan, when it could not
-  if (Status s = service_.ScanIds(scanned); !s.ok()) {
-    if (!service_.Lost().ok()) return s;
-    // The server's own error (borg 2.0.0b5's scan fails on a version-1 repository: its index
-    // entries have no `segment`): the objects are read in the list's order instead.
-    no_scan = s.message();
-    scanned = sorted_ids_;
-  }
-
-  // The scan's order, then what the list has and the scan did not return (in id order). An id
-  // the scan returns twice, or one the list does not have, is read once / not at all: the list
-  // is the committed transaction's content.
-  std::vector<uint8_t> seen(sorted_ids_.size(), 0);
-  order_.reserve(sorted_ids_.size());
-  for (const ChunkId& id : scanned) {
-    auto it = std::lower_bound(sorted_ids_.begin(), sorted_ids_.end(), id);
-    if (it == sorted_ids_.end() || *it != id) continue;
-    const size_t k = size_t(it - sorted_ids_.begin());
-    if (seen[k]) continue;
-    seen[k] = 1;
-    order_.push_back(id);
-  }
-  scanned_ = order_.size();
-  for (size_t k = 0; k < sorted_ids_.size(); ++k) {
-    if (!seen[k]) order_.push_back(sorted_ids_[k]);
-  }
-  has_manifest_ = std::binary_search(sorted_ids_.begin(), sorted_ids_.end(), ChunkId{});
-
   engine::Plan plan;
+  if (Status s = PlanServed(plan); !s.ok()) return s;
+  has_manifest_ = Listed(ChunkId{});
   plan.format = "borg1";
-  plan.repository_id = ToHex(Bytes(repo_.id.data(), repo_.id.size()));
-  plan.unit_noun = "batch";
-  plan.live_list_source = "server";
-  plan.objects_total = sorted_ids_.size();
-  plan.in_order = true;
-  plan.notes.push_back("read through " + service_.Describe() +
-                       ": the server checks each entry's CRC and header, borgcheck everything after it; "
-                       "a served repository's index against its log, its dead entries and any bytes after "
-                       "the last commit are not checked (sftp:// or a local run checks them)");
-  if (no_scan) {
-    plan.notes.push_back("the server could not list its objects in on-disk order (" + *no_scan +
-                         "): they are fetched in index order, which costs the server more seeks");
-  }
-  for (size_t start = 0; start < order_.size();) {
-    // The scanned objects in runs of kServedUnitObjects, then those the scan missed.
-    const size_t end = start < scanned_ ? std::min(scanned_, start + kServedUnitObjects)
-                                        : std::min(order_.size(), start + kServedUnitObjects);
-    unit_starts_.push_back(start);
-    start = end;
-  }
-  unit_starts_.push_back(order_.size());
-  for (size_t u = 0; u + 1 < unit_starts_.size(); ++u) {
-    // No byte count is known before the gets: progress counts what arrives.
-    engine::ReadUnit r{Location::None(), fmt::format("objects {}..{}", unit_starts_[u], unit_starts_[u + 1]), 0};
-    plan.units.push_back(std::move(r));
-  }
-  if (scanned_ < order_.size()) {
-    plan.findings.push_back(MakeFinding(
-        Severity::kError, Stage::kTruncated, Location::None(), nullptr,
-        fmt::format("the server's walk of its segments (scan) stopped early: {} of the {} objects its index lists "
-                    "were not in it (a damaged entry header ends the walk of a segment; borg check "
-                    "--verify-data does not read these objects); each is fetched and verified on its own",
-                    order_.size() - scanned_, order_.size())));
-  }
+  plan.notes.insert(plan.notes.begin(),
+                    "read through " + service_.Describe() +
+                        ": the server checks each entry's CRC and header, borgcheck everything after it; "
+                        "a served repository's index against its log, its dead entries and any bytes after "
+                        "the last commit are not checked (sftp:// or a local run checks them)");
   return plan;
 }
 
@@ -244,78 +143,6 @@ Result<std::unique_ptr<engine::ObjectVerifier>> Borg1ServedSource::MakeVerifier(
   return std::unique_ptr<engine::ObjectVerifier>(std::move(v));
 }
 
-void Borg1ServedSource::ReadUnit(size_t index, engine::UnitSink& sink) {
-  const size_t lo = unit_starts_[index], hi = unit_starts_[index + 1];
-  // Drops what was posted for objects before this unit (a partial run skipped units).
-  while (!posted_.empty() && posted_.front().index < lo) {
-    service_.Forget(posted_.front().ticket);
-    posted_.pop_front();
-  }
-  if (next_post_ < lo) next_post_ = lo;
-  auto post_ahead = [&] {
-    // Ahead across units: the next unit's first gets are on the link while this one ends. Only
-    // wanted objects (the filter is by id, the same for every unit).
-    while (posted_.size() < kServedGetsAhead && next_post_ < order_.size()) {
-      const size_t i = next_post_++;
-      if (!sink.Wants(order_[i])) continue;
-      posted_.push_back({i, service_.PostGet(order_[i])});
-    }
-  };
-  ByteBuffer payload;
-  for (;;) {
-    post_ahead();
-    if (posted_.empty() || posted_.front().index >= hi) return;
-    if (sink.Stopping()) return;
-    const Posted p = posted_.front();
-    posted_.pop_front();
-    const ChunkId& id = order_[p.index];
-    const io::GetReply r = service_.WaitGet(p.ticket, payload);
-    switch (r.outcome) {
-      case io::GetOutcome::kOk: {
-        std::shared_ptr<engine::Block> block = sink.TakeBlock(p.index, payload.size());
-        if (!block) return;  // stopping
-        if (payload.size()) std::memcpy(block->data.data(), payload.data(), payload.size());
-        ObjectRef ref;
-        ref.id = id;
-        ref.pos = 0;
-        ref.file_offset = p.index;  // ReadAgain's key; the location stays the server's (none)
-        ref.size = uint32_t(payload.size());
-        ref.variant = kBorg1ServedPayload;
-        sink.Objects(std::move(block), {ref});
-        break;
-      }
-      case io::GetOutcome::kNotFound:
-        sink.Finding(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &id,
-                                 "the server's index lists this object, but the server has none (ObjectNotFound)"),
-                     true);
-        break;
-      case io::GetOutcome::kIntegrity:
-        sink.Finding(MakeFinding(Severity::kError, Stage::kEntryCrc, ServerLocation(r), &id,
-                                 "the server found its entry damaged: " + r.message),
-                     true);
-        break;
-      case io::GetOutcome::kCouldNotRead:
-        sink.Finding(MakeFinding(Severity::kError, Stage::kIo, Location::None(), &id,
-                                 "the server could not read it: " + r.message + "; not checked"),
-                     true);
-        break;
-      case io::GetOutcome::kLost:
-        // The engine sees Lost() and ends the run (stopped: connection-lost).
-        for (const Posted& q : posted_) service_.Forget(q.ticket);
-        posted_.clear();
-        return;
-    }
-  }
-}
-
-io::SecondRead Borg1ServedSource::ReadAgain(const engine::ReadUnit&, uint64_t offset, Bytes first,
-                                            ByteBuffer& scratch) const {
-  if (offset >= order_.size()) return io::SecondRead::kUnreadable;
-  if (GetNow(order_[offset], scratch).outcome != io::GetOutcome::kOk) return io::SecondRead::kUnreadable;
-  const bool same = scratch.size() == first.size() && std::memcmp(scratch.data(), first.data(), first.size()) == 0;
-  return same ? io::SecondRead::kSame : io::SecondRead::kDifferent;
-}
-
 void Borg1ServedSource::CheckManifest(engine::FinishContext& ctx) const {
   const ChunkId zero{};
   if (!has_manifest_) {
@@ -325,11 +152,8 @@ void Borg1ServedSource::CheckManifest(engine::FinishContext& ctx) const {
   }
   // Where the manifest was read this run, its own finding says why it failed; fetched again
   // here for its TAM.
-  size_t at = 0;
-  while (at < order_.size() && order_[at] != zero) ++at;
-  size_t unit = 0;
-  while (unit + 1 < unit_starts_.size() && unit_starts_[unit + 1] <= at) ++unit;
-  const bool unit_read = ctx.UnitRead(unit);
+  const std::optional<size_t> unit = UnitOf(zero);
+  const bool unit_read = unit && ctx.UnitRead(*unit);
   ByteBuffer payload;
   const io::GetReply r = GetNow(zero, payload);
   if (r.outcome != io::GetOutcome::kOk) {
@@ -360,16 +184,8 @@ void Borg1ServedSource::CheckManifest(engine::FinishContext& ctx) const {
 }
 
 void Borg1ServedSource::Finish(engine::FinishContext& ctx) {
-  for (const Posted& q : posted_) service_.Forget(q.ticket);
-  posted_.clear();
+  FinishServed(ctx);
   if (verify_data_ && service_.Lost().ok()) CheckManifest(ctx);
-  if (service_.ServerRebuiltIndex()) {
-    ctx.findings.Add(MakeFinding(
-        Severity::kWarning, Stage::kIndex, Location::None(), nullptr,
-        "the server rebuilt its index from the log for this session (its index was missing or behind the "
-        "segments, as after a crash): it wrote index, hints and integrity files into the repository, which a "
-        "client of borg serve cannot prevent"));
-  }
   key_.reset();          // wipes the key material
   lane_hashes_.reset();  // and the lanes' key states
 }

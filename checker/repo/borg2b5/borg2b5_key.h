@@ -12,8 +12,14 @@
 // Thread contract: main thread only, before the workers start (it may run BORG_PASSCOMMAND).
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
+
+#include "checker/base/bytes.h"
 
 #include "checker/base/status.h"
 #include "checker/crypto/borg2_key.h"
@@ -21,6 +27,26 @@
 #include "checker/repo/borg2b5/borg2b5_segments.h"
 
 namespace borgcheck::repo {
+
+// The key class by borg's rule: the type byte of the manifest's data envelope, outvoted only
+// when most of a sample of other objects say another type (local and served sources alike).
+// Main thread (LoadKey).
+class Borg2b5TypeVote {
+ public:
+  // The manifest's stored payload (RepoObj bytes), or null when it could not be read.
+  void Manifest(const Bytes* payload);
+  // Another object's, or null when it could not be read (it still counts as sampled).
+  void Sample(const Bytes* payload);
+  size_t sampled() const { return sampled_; }
+  // The type byte to check the repository as (one Borg2b5KeyTypeFromByte knows), nullopt when no
+  // object had one; `notes` says when the sample outvoted the manifest.
+  std::optional<uint8_t> Choose(std::vector<std::string>& notes) const;
+
+ private:
+  std::optional<uint8_t> manifest_type_;
+  std::map<uint8_t, size_t> votes_;
+  size_t sampled_ = 0;
+};
 
 // The directories searched for key files, in order (the first is where b5 writes them).
 std::vector<std::string> Borg2b5KeysDirectories();

@@ -1,14 +1,12 @@
 #include "checker/repo/borg2b5/borg2b5_source.h"
 
 #include <algorithm>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
-#include "checker/crypto/tam.h"
 #include "checker/keys/key_identity.h"
 #include "checker/repo/borg2/borg2_repo_obj.h"
 #include "checker/repo/borg2b5/borg2b5_archives.h"
@@ -65,7 +63,6 @@ class Borg2b5Source final : public engine::EnvUnitSource {
  private:
   // The entry's bytes, read on the main thread (mode probe, manifest), or nullopt.
   std::optional<ByteBuffer> ReadEntry(const Borg2Segment& seg, const Borg2Entry& e) const;
-  std::optional<uint8_t> DataEnvelopeType(const Borg2Segment& seg, const Borg2Entry& e) const;
   void VerifyManifestTam(engine::FinishContext& ctx, const Borg2Segment& seg, const Borg2Entry& entry) const;
 
   const engine::CheckOptions& opts_;
@@ -90,15 +87,6 @@ std::optional<ByteBuffer> Borg2b5Source::ReadEntry(const Borg2Segment& seg, cons
   buf.Resize(e.size);
   if (!(*f)->ReadAt(e.offset, e.size, buf.data()).ok()) return std::nullopt;
   return buf;
-}
-
-// The type byte of an entry's data envelope, if the entry is intact enough.
-std::optional<uint8_t> Borg2b5Source::DataEnvelopeType(const Borg2Segment& seg, const Borg2Entry& e) const {
-  std::optional<ByteBuffer> buf = ReadEntry(seg, e);
-  if (!buf) return std::nullopt;
-  RepoObjEnvelopes parts;
-  if (!SplitRepoObjV2(Borg2EntryPayload(buf->view(), e.tag), parts, nullptr) || parts.data.empty()) return std::nullopt;
-  return parts.data[0];
 }
 
 Result<engine::Plan> Borg2b5Source::MakePlan() {
@@ -128,38 +116,25 @@ Result<engine::Plan> Borg2b5Source::MakePlan() {
 
 Status Borg2b5Source::LoadKey(engine::Plan& plan) {
   // The manifest first (borg's rule), then a sample of other current objects.
-  std::optional<uint8_t> manifest_type;
-  std::map<uint8_t, size_t> votes;
-  size_t sampled = 0;
+  Borg2b5TypeVote vote;
   for (const Borg2Segment& seg : plan_.segments) {
     for (const Borg2Entry& e : seg.entries) {
       if (!e.live || !IsManifestId(e.id)) continue;
-      manifest_type = DataEnvelopeType(seg, e);
-      if (manifest_type && !crypto::Borg2b5KeyTypeFromByte(*manifest_type)) manifest_type.reset();
+      std::optional<ByteBuffer> buf = ReadEntry(seg, e);
+      const Bytes payload = buf ? Borg2EntryPayload(buf->view(), e.tag) : Bytes();
+      vote.Manifest(buf ? &payload : nullptr);
     }
   }
   for (const Borg2Segment& seg : plan_.segments) {
     for (const Borg2Entry& e : seg.entries) {
-      if (sampled >= kModeSamples) break;
+      if (vote.sampled() >= kModeSamples) break;
       if (!e.live || IsManifestId(e.id)) continue;
-      ++sampled;
-      if (std::optional<uint8_t> t = DataEnvelopeType(seg, e); t && crypto::Borg2b5KeyTypeFromByte(*t)) votes[*t]++;
+      std::optional<ByteBuffer> buf = ReadEntry(seg, e);
+      const Bytes payload = buf ? Borg2EntryPayload(buf->view(), e.tag) : Bytes();
+      vote.Sample(buf ? &payload : nullptr);
     }
   }
-  std::optional<uint8_t> chosen = manifest_type;
-  size_t manifest_votes = manifest_type && votes.count(*manifest_type) ? votes[*manifest_type] : 0;
-  for (const auto& [t, n] : votes) {
-    if (n > manifest_votes && n * 2 > sampled && (!chosen || t != *chosen)) {
-      if (manifest_type) {
-        plan.notes.push_back(fmt::format("the manifest's data envelope says type {:#04x}, but {} of {} sampled "
-                                         "objects say {:#04x}: the repository is checked as {:#04x}",
-                                         *manifest_type, n, sampled, t, t));
-      }
-      chosen = t;
-      manifest_votes = n;
-    }
-  }
-  if (!chosen && !votes.empty()) chosen = votes.begin()->first;
+  const std::optional<uint8_t> chosen = vote.Choose(plan.notes);
   if (!chosen) {
     // Nothing to decrypt, unless the records name objects the log lost: the mode is unknown then.
     if (plan_.live_objects == 0 && plan_.lost_objects == 0) return Status::Ok();
@@ -298,34 +273,9 @@ void Borg2b5Source::VerifyManifestTam(engine::FinishContext& ctx, const Borg2Seg
     if (!unit_read) ctx.findings.Add(MakeFinding(fail->severity, fail->stage, where, &entry.id, fail->message));
     return;
   }
-  const Bytes plain = v.plaintext();
-  // tam.h's key derivation takes id_key || crypt_key, which is borg 2's IKM.
-  std::optional<SecureBytes> ikm;
-  if (type_->needs_key() && key_) {
-    ikm = SecureBytes(key_->material.id_key.view());
-    ikm->Append(key_->material.crypt_key.view());
-  }
-  crypto::TamResult tam = crypto::VerifyManifestTamWithIkm(plain, ikm ? std::optional<Bytes>(ikm->view()) : std::nullopt);
-  const ChunkId zero{};
-  const Location at = Location::Segment(seg.number, entry.offset);
-  std::string why;
-  switch (tam.outcome) {
-    case crypto::TamOutcome::kVerified:
-      return;
-    case crypto::TamOutcome::kAbsent: {
-      // b5..b7 write a manifest TAM; b8 replaced it (with meta `type`), manifest version 2.
-      std::optional<uint64_t> version = ManifestVersion(plain);
-      bool required = key_ ? key_->material.tam_required : true;
-      if (!required || !version || *version >= 2) return;
-      why = "manifest TAM: the manifest has no TAM although the key requires one";
-      break;
-    }
-    case crypto::TamOutcome::kMismatch:
-    case crypto::TamOutcome::kMalformed:
-      why = "manifest TAM: " + tam.message;
-      break;
-  }
-  ctx.findings.Add(MakeFinding(Severity::kError, Stage::kAuthentication, at, &zero, why));
+  std::optional<std::string> why = Borg2b5ManifestTamProblem(v.plaintext(), *type_, key_ ? &key_->material : nullptr);
+  if (!why) return;
+  ctx.findings.Add(MakeFinding(Severity::kError, Stage::kAuthentication, where, &entry.id, *why));
   ctx.ManifestFailedLater();
 }
 
@@ -353,21 +303,8 @@ void Borg2b5Source::Finish(engine::FinishContext& ctx) {
   if (verify_data_ && type_ && manifest_entry) VerifyManifestTam(ctx, *manifest_seg, *manifest_entry);
 
   // Which session-key derivation the AEAD sessions used (b5..b7 HKDF, b8.. SHA-256).
-  std::map<std::string, crypto::SessionKdf> sessions;
-  for (engine::ObjectVerifier* v : ctx.verifiers) {
-    static_cast<Borg2b5Verifier*>(v)->ForEachSession(
-        [&](Bytes sid, crypto::SessionKdf kdf) { sessions[ToHex(sid)] = kdf; });
-  }
-  if (!sessions.empty()) {
-    size_t hkdf = 0, sha = 0;
-    for (const auto& [sid, kdf] : sessions) (kdf == crypto::SessionKdf::kHkdfSha512 ? hkdf : sha)++;
-    std::string what;
-    if (hkdf) what += fmt::format("{} with HKDF-SHA512 (borg 2.0.0b5..b7)", hkdf);
-    if (sha) what += fmt::format("{}{} with SHA-256 (borg 2.0.0b8 and later)", what.empty() ? "" : ", ", sha);
-    ctx.summary.notes.push_back(fmt::format("session keys: {} AEAD session(s) authenticated: {}", sessions.size(), what));
-  } else if (verify_data_ && type_ && type_->envelope == crypto::EnvelopeKind::kAead) {
-    ctx.summary.notes.push_back("session keys: no AEAD envelope authenticated under either derivation "
-                                "(HKDF-SHA512 of b5..b7, SHA-256 of b8 and later)");
+  if (std::optional<std::string> note = Borg2b5SessionNote(ctx.verifiers, verify_data_, type_)) {
+    ctx.summary.notes.push_back(std::move(*note));
   }
   key_.reset();  // wipes the key material
   id_lane_hash_.reset();  // and the lanes' key states

@@ -1,10 +1,13 @@
 #include "checker/repo/borg2b5/borg2b5_verifier.h"
 
 #include <algorithm>
+#include <map>
 
 #include <fmt/format.h>
 
+#include "checker/base/secure_bytes.h"
 #include "checker/crypto/object_crypto.h"
+#include "checker/crypto/tam.h"
 #include "checker/repo/borg2/id_lane_batch.h"
 #include "checker/repo/chunk_id.h"
 
@@ -62,22 +65,28 @@ std::optional<engine::Verdict> Borg2b5Verifier::Decode(Bytes entry, const engine
   const bool decrypt = ref.role == engine::ObjectRole::kLive;
   decoded = Decoded();
   plain.Clear();
-  // 1. Checksums. The bytes are read again by the run, so the header is checked against the
-  // plan too: a mismatch means the file changed or reads are unstable.
-  Borg2EntryHeader h;
+  // 1. Checksums (a served payload's were the server's). The bytes are read again by the run,
+  // so the header is checked against the plan too: a mismatch means the file changed or reads
+  // are unstable.
+  const bool served = ref.variant == kBorg2b5ServedPayload;
   std::string why;
-  if (ParseBorg2EntryHeader(entry, entry.size(), h, &why) != HeaderParse::kOk ||
-      h.tag != ref.variant || h.size != ref.size || h.size != entry.size() ||
-      (h.id && !std::equal(ref.id.begin(), ref.id.end(), h.id))) {
-    return engine::Verdict{Stage::kEntryCrc, "the entry header read now differs from the one read while "
-                                           "planning" + (why.empty() ? std::string() : ": " + why)};
-  }
-  if (!Borg2EntryCrcMatches(entry, h)) {
-    return engine::Verdict{Stage::kEntryCrc, h.tag == kB2TagPut2 ? "Segment entry header checksum mismatch"
-                                                                      : "Segment entry checksum mismatch"};
-  }
-  if (h.tag == kB2TagPut2 && !Put2EntryHashMatches(entry)) {
-    return engine::Verdict{Stage::kEntryCrc, "Segment entry hash mismatch"};
+  Bytes payload = entry;
+  if (!served) {
+    Borg2EntryHeader h;
+    if (ParseBorg2EntryHeader(entry, entry.size(), h, &why) != HeaderParse::kOk ||
+        h.tag != ref.variant || h.size != ref.size || h.size != entry.size() ||
+        (h.id && !std::equal(ref.id.begin(), ref.id.end(), h.id))) {
+      return engine::Verdict{Stage::kEntryCrc, "the entry header read now differs from the one read while "
+                                             "planning" + (why.empty() ? std::string() : ": " + why)};
+    }
+    if (!Borg2EntryCrcMatches(entry, h)) {
+      return engine::Verdict{Stage::kEntryCrc, h.tag == kB2TagPut2 ? "Segment entry header checksum mismatch"
+                                                                        : "Segment entry checksum mismatch"};
+    }
+    if (h.tag == kB2TagPut2 && !Put2EntryHashMatches(entry)) {
+      return engine::Verdict{Stage::kEntryCrc, "Segment entry hash mismatch"};
+    }
+    payload = Borg2EntryPayload(entry, h.tag);
   }
   if (!verify_data_ || !decrypt) return std::nullopt;
   if (!status_.ok()) return engine::Verdict{Stage::kEnvelope, "internal error: " + status_.message()};
@@ -85,7 +94,7 @@ std::optional<engine::Verdict> Borg2b5Verifier::Decode(Bytes entry, const engine
   // 2. Envelopes and meta.
   const uint8_t* id = ref.id.data();
   RepoObjEnvelopes parts;
-  if (!SplitRepoObjV2(Borg2EntryPayload(entry, h.tag), parts, &why)) {
+  if (!SplitRepoObjV2(payload, parts, &why)) {
     return engine::Verdict{Stage::kEnvelope, why};
   }
   Bytes meta_plain, data;
@@ -137,6 +146,54 @@ void Borg2b5Verifier::VerifyBatch(std::span<const Bytes> stored, std::span<const
 void Borg2b5Verifier::ForEachSession(
     const std::function<void(Bytes session_id, crypto::SessionKdf kdf)>& fn) const {
   if (opener_) opener_->ForEachSession(fn);
+}
+
+std::optional<std::string> Borg2b5ManifestTamProblem(Bytes plain, const crypto::Borg2KeyType& type,
+                                                     const crypto::Borg2KeyMaterial* key) {
+  // tam.h's key derivation takes id_key || crypt_key, which is borg 2's IKM.
+  std::optional<SecureBytes> ikm;
+  if (type.needs_key() && key) {
+    ikm = SecureBytes(key->id_key.view());
+    ikm->Append(key->crypt_key.view());
+  }
+  crypto::TamResult tam = crypto::VerifyManifestTamWithIkm(plain, ikm ? std::optional<Bytes>(ikm->view()) : std::nullopt);
+  switch (tam.outcome) {
+    case crypto::TamOutcome::kVerified:
+      return std::nullopt;
+    case crypto::TamOutcome::kAbsent: {
+      // b5..b7 write a manifest TAM; b8 replaced it (with meta `type`), manifest version 2.
+      std::optional<uint64_t> version = ManifestVersion(plain);
+      bool required = key ? key->tam_required : true;
+      if (!required || !version || *version >= 2) return std::nullopt;
+      return std::string("manifest TAM: the manifest has no TAM although the key requires one");
+    }
+    case crypto::TamOutcome::kMismatch:
+    case crypto::TamOutcome::kMalformed:
+      break;
+  }
+  return "manifest TAM: " + tam.message;
+}
+
+std::optional<std::string> Borg2b5SessionNote(std::span<engine::ObjectVerifier* const> verifiers, bool verify_data,
+                                              const crypto::Borg2KeyType* type) {
+  std::map<std::string, crypto::SessionKdf> sessions;
+  for (engine::ObjectVerifier* v : verifiers) {
+    static_cast<Borg2b5Verifier*>(v)->ForEachSession(
+        [&](Bytes sid, crypto::SessionKdf kdf) { sessions[ToHex(sid)] = kdf; });
+  }
+  if (!sessions.empty()) {
+    size_t hkdf = 0, sha = 0;
+    for (const auto& [sid, kdf] : sessions) (kdf == crypto::SessionKdf::kHkdfSha512 ? hkdf : sha)++;
+    std::string what;
+    if (hkdf) what += fmt::format("{} with HKDF-SHA512 (borg 2.0.0b5..b7)", hkdf);
+    if (sha) what += fmt::format("{}{} with SHA-256 (borg 2.0.0b8 and later)", what.empty() ? "" : ", ", sha);
+    return fmt::format("session keys: {} AEAD session(s) authenticated: {}", sessions.size(), what);
+  }
+  if (verify_data && type && type->envelope == crypto::EnvelopeKind::kAead) {
+    return std::string("session keys: no AEAD envelope authenticated under either derivation "
+                       "(HKDF-SHA512 of b5..b7, SHA-256 of b8 and later)");
+  }
+  return std::nullopt;
 }
 
 }  // namespace borgcheck::repo

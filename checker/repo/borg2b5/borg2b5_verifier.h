@@ -34,6 +34,11 @@
 
 namespace borgcheck::repo {
 
+// ObjectRef::variant of an object a server handed over (io/object_service.h, `borg2 serve`'s
+// get): the stored payload (RepoObj bytes) without the PUT2 entry header, whose CRC and xxh64
+// digest the server checked (a legacy PUT's CRC too). Apart from the entry tags (0..3).
+inline constexpr uint8_t kBorg2b5ServedPayload = 0x80;
+
 class Borg2b5Verifier final : public engine::ObjectVerifier {
  public:
   // verify_data false: checksums only (type and key may be null). Otherwise `type` is the
@@ -46,9 +51,10 @@ class Borg2b5Verifier final : public engine::ObjectVerifier {
   // kInternal when a context could not be made (checked once, before the run starts).
   const Status& status() const { return status_; }
 
-  // Verifies a whole entry as planned (ref: its id and size; ref.variant its tag). Live entries
-  // of a verify-data run get the verify-data stages; superseded ones only their checksums. On
-  // success plaintext() holds the decompressed object (when decrypted).
+  // Verifies a whole entry as planned (ref: its id and size; ref.variant its tag), or a served
+  // payload alone (ref.variant kBorg2b5ServedPayload: no checksums here, they were the
+  // server's). Live entries of a verify-data run get the verify-data stages; superseded ones
+  // only their checksums. On success plaintext() holds the decompressed object (when decrypted).
   std::optional<engine::Verdict> Verify(Bytes entry, const engine::ObjectRef& ref) override;
 
   Bytes plaintext() const override { return plain_.view(); }
@@ -110,5 +116,16 @@ class Borg2b5Verifier final : public engine::ObjectVerifier {
   crypto::LaneBuffers buffers_;
   std::vector<Item> items_;
 };
+
+// The manifest's TAM as 2.0.0b5 judges it (plaintext: the manifest, verified and decompressed):
+// nullopt when it passes (or none is required: no key that requires one, manifest version 2 of
+// b8 and later), else the finding's message.
+std::optional<std::string> Borg2b5ManifestTamProblem(Bytes plaintext, const crypto::Borg2KeyType& type,
+                                                     const crypto::Borg2KeyMaterial* key);
+
+// The summary's note on which session-key derivation the AEAD sessions used (b5..b7 HKDF, b8..
+// SHA-256), from every worker's Borg2b5Verifier (Finish).
+std::optional<std::string> Borg2b5SessionNote(std::span<engine::ObjectVerifier* const> verifiers, bool verify_data,
+                                              const crypto::Borg2KeyType* type);
 
 }  // namespace borgcheck::repo

@@ -1,0 +1,213 @@
+#include "checker/repo/segment_log/served_source.h"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace borgcheck::repo {
+using engine::ObjectRef;
+using report::Location;
+using report::MakeFinding;
+using report::Severity;
+using report::Stage;
+
+Location ServerLocation(const io::GetReply& r) {
+  if (r.segment) return Location::Segment(*r.segment, r.offset);
+  return Location::None();
+}
+
+std::optional<size_t> FindSorted(const std::vector<ChunkId>& sorted, const ChunkId& id) {
+  auto it = std::lower_bound(sorted.begin(), sorted.end(), id);
+  if (it == sorted.end() || *it != id) return std::nullopt;
+  return size_t(it - sorted.begin());
+}
+
+archive::FetchStatus FetchServed(io::ObjectService& service, const ChunkId& id, ByteBuffer& payload,
+                                 archive::FetchProblem& problem) {
+  const io::GetReply r = service.WaitGet(service.PostGet(id), payload);
+  auto damaged = [&](Stage stage, std::string why) {
+    problem.stage = stage;
+    problem.message = std::move(why);
+    return archive::FetchStatus::kDamaged;
+  };
+  switch (r.outcome) {
+    case io::GetOutcome::kOk:
+      return archive::FetchStatus::kOk;
+    case io::GetOutcome::kNotFound:
+      return damaged(Stage::kMissing, "the server's index lists it, but the server has no such object");
+    case io::GetOutcome::kIntegrity:
+      return damaged(Stage::kEntryCrc, r.message);
+    case io::GetOutcome::kCouldNotRead:
+      return damaged(Stage::kIo, "the server could not read it: " + r.message);
+    case io::GetOutcome::kLost:
+      break;
+  }
+  return damaged(Stage::kIo, service.Lost().message());
+}
+
+Status ServedSegmentSource::PlanServed(engine::Plan& plan) {
+  if (Status s = service_.ListIds(sorted_ids_); !s.ok()) return s;
+  std::sort(sorted_ids_.begin(), sorted_ids_.end());
+  sorted_ids_.erase(std::unique(sorted_ids_.begin(), sorted_ids_.end()), sorted_ids_.end());
+  std::vector<ChunkId> scanned;
+  std::optional<std::string> no_scan;  // why the server could not scan, when it could not
+  if (Status s = service_.ScanIds(scanned); !s.ok()) {
+    if (!service_.Lost().ok()) return s;
+    // The server's own error (borg 2.0.0b5's scan fails on a version-1 repository: its index
+    // entries have no `segment`): the objects are read in the list's order instead.
+    no_scan = s.message();
+    scanned = sorted_ids_;
+  }
+
+  // The scan's order, then what the list has and the scan did not return (in id order). An id
+  // the scan returns twice, or one the list does not have, is read once / not at all: the list
+  // is the committed transaction's content.
+  std::vector<uint8_t> seen(sorted_ids_.size(), 0);
+  order_.reserve(sorted_ids_.size());
+  for (const ChunkId& id : scanned) {
+    const std::optional<size_t> k = FindSorted(sorted_ids_, id);
+    if (!k || seen[*k]) continue;
+    seen[*k] = 1;
+    order_.push_back(id);
+  }
+  scanned_ = order_.size();
+  for (size_t k = 0; k < sorted_ids_.size(); ++k) {
+    if (!seen[k]) order_.push_back(sorted_ids_[k]);
+  }
+
+  plan.repository_id = ToHex(Bytes(repo_.id.data(), repo_.id.size()));
+  plan.unit_noun = "batch";
+  plan.live_list_source = "server";
+  plan.objects_total = sorted_ids_.size();
+  plan.in_order = true;
+  if (no_scan) {
+    plan.notes.push_back("the server could not list its objects in on-disk order (" + *no_scan +
+                         "): they are fetched in index order, which costs the server more seeks");
+  }
+  for (size_t start = 0; start < order_.size();) {
+    // The scanned objects in runs of kServedUnitObjects, then those the scan missed.
+    const size_t end = start < scanned_ ? std::min(scanned_, start + kServedUnitObjects)
+                                        : std::min(order_.size(), start + kServedUnitObjects);
+    unit_starts_.push_back(start);
+    start = end;
+  }
+  unit_starts_.push_back(order_.size());
+  for (size_t u = 0; u + 1 < unit_starts_.size(); ++u) {
+    // No byte count is known before the gets: progress counts what arrives.
+    engine::ReadUnit r{Location::None(), fmt::format("objects {}..{}", unit_starts_[u], unit_starts_[u + 1]), 0};
+    plan.units.push_back(std::move(r));
+  }
+  if (scanned_ < order_.size()) {
+    plan.findings.push_back(MakeFinding(
+        Severity::kError, Stage::kTruncated, Location::None(), nullptr,
+        fmt::format("the server's walk of its segments (scan) stopped early: {} of the {} objects its index lists "
+                    "were not in it (a damaged entry header ends the walk of a segment; borg check "
+                    "--verify-data does not read these objects); each is fetched and verified on its own",
+                    order_.size() - scanned_, order_.size())));
+  }
+  return Status::Ok();
+}
+
+std::optional<size_t> ServedSegmentSource::UnitOf(const ChunkId& id) const {
+  size_t at = 0;
+  while (at < order_.size() && order_[at] != id) ++at;
+  if (at == order_.size()) return std::nullopt;
+  // The last unit that starts at or before `at`.
+  auto it = std::upper_bound(unit_starts_.begin(), unit_starts_.end(), at);
+  return size_t(it - unit_starts_.begin()) - 1;
+}
+
+bool ServedSegmentSource::ForEachLiveId(size_t unit, const std::function<void(const engine::ChunkId&)>& each) const {
+  if (unit + 1 >= unit_starts_.size()) return false;
+  for (size_t i = unit_starts_[unit]; i < unit_starts_[unit + 1]; ++i) each(order_[i]);
+  return true;
+}
+
+void ServedSegmentSource::ReadUnit(size_t index, engine::UnitSink& sink) {
+  const size_t lo = unit_starts_[index], hi = unit_starts_[index + 1];
+  // Drops what was posted for objects before this unit (a partial run skipped units).
+  while (!posted_.empty() && posted_.front().index < lo) {
+    service_.Forget(posted_.front().ticket);
+    posted_.pop_front();
+  }
+  if (next_post_ < lo) next_post_ = lo;
+  auto post_ahead = [&] {
+    // Ahead across units: the next unit's first gets are on the link while this one ends. Only
+    // wanted objects (the filter is by id, the same for every unit).
+    while (posted_.size() < kServedGetsAhead && next_post_ < order_.size()) {
+      const size_t i = next_post_++;
+      if (!sink.Wants(order_[i])) continue;
+      posted_.push_back({i, service_.PostGet(order_[i])});
+    }
+  };
+  ByteBuffer payload;
+  for (;;) {
+    post_ahead();
+    if (posted_.empty() || posted_.front().index >= hi) return;
+    if (sink.Stopping()) return;
+    const Posted p = posted_.front();
+    posted_.pop_front();
+    const ChunkId& id = order_[p.index];
+    const io::GetReply r = service_.WaitGet(p.ticket, payload);
+    switch (r.outcome) {
+      case io::GetOutcome::kOk: {
+        std::shared_ptr<engine::Block> block = sink.TakeBlock(p.index, payload.size());
+        if (!block) return;  // stopping
+        if (payload.size()) std::memcpy(block->data.data(), payload.data(), payload.size());
+        ObjectRef ref;
+        ref.id = id;
+        ref.pos = 0;
+        ref.file_offset = p.index;  // ReadAgain's key; the location stays the server's (none)
+        ref.size = uint32_t(payload.size());
+        ref.variant = payload_variant_;
+        sink.Objects(std::move(block), {ref});
+        break;
+      }
+      case io::GetOutcome::kNotFound:
+        sink.Finding(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &id,
+                                 "the server's index lists this object, but the server has none (ObjectNotFound)"),
+                     true);
+        break;
+      case io::GetOutcome::kIntegrity:
+        sink.Finding(MakeFinding(Severity::kError, Stage::kEntryCrc, ServerLocation(r), &id,
+                                 "the server found its entry damaged: " + r.message),
+                     true);
+        break;
+      case io::GetOutcome::kCouldNotRead:
+        sink.Finding(MakeFinding(Severity::kError, Stage::kIo, Location::None(), &id,
+                                 "the server could not read it: " + r.message + "; not checked"),
+                     true);
+        break;
+      case io::GetOutcome::kLost:
+        // The engine sees Lost() and ends the run (stopped: connection-lost).
+        for (const Posted& q : posted_) service_.Forget(q.ticket);
+        posted_.clear();
+        return;
+    }
+  }
+}
+
+io::SecondRead ServedSegmentSource::ReadAgain(const engine::ReadUnit&, uint64_t offset, Bytes first,
+                                              ByteBuffer& scratch) const {
+  if (offset >= order_.size()) return io::SecondRead::kUnreadable;
+  if (GetNow(order_[offset], scratch).outcome != io::GetOutcome::kOk) return io::SecondRead::kUnreadable;
+  const bool same = scratch.size() == first.size() && std::memcmp(scratch.data(), first.data(), first.size()) == 0;
+  return same ? io::SecondRead::kSame : io::SecondRead::kDifferent;
+}
+
+void ServedSegmentSource::FinishServed(engine::FinishContext& ctx) {
+  for (const Posted& q : posted_) service_.Forget(q.ticket);
+  posted_.clear();
+  if (service_.ServerRebuiltIndex()) {
+    ctx.findings.Add(MakeFinding(
+        Severity::kWarning, Stage::kIndex, Location::None(), nullptr,
+        "the server rebuilt its index from the log for this session (its index was missing or behind the "
+        "segments, as after a crash): it wrote index, hints and integrity files into the repository, which a "
+        "client of borg serve cannot prevent"));
+  }
+}
+
+}  // namespace borgcheck::repo
