@@ -144,8 +144,8 @@ int main(int argc, char** argv) {
   app.formatter(std::make_shared<HelpFormatter>());
   cli::RawArgs raw;
   app.add_option("REPO", raw.repository,
-                 "repository path or sftp:// URL, or borg 1.x's REPO::ARCHIVE (default: -r, $BORG_REPO)");
-  app.add_option("-r,--repo", raw.repo_option, "repository path or sftp:// URL (as borg 2's -r)");
+                 "repository path, sftp:// or ssh:// URL, or borg 1.x's REPO::ARCHIVE (default: -r, $BORG_REPO)");
+  app.add_option("-r,--repo", raw.repo_option, "repository path, sftp:// or ssh:// URL (as borg 2's -r)");
   app.add_flag("--verify-data", raw.verify_data,
                "authenticate, decrypt, decompress and re-hash every live object (needs the key)");
   app.add_option("--threads", raw.threads, "worker threads (default: all online cores)");
