@@ -271,9 +271,12 @@ class BorgRpc::Impl {
       }
     }
     if (awaited_++ == 0) busy_since_ = Clock::now();
+    // A request added to requests the I/O thread has not taken yet needs no wake of its own:
+    // it takes them all at once (a burst of posts costs one wake and one write).
+    const bool first = outgoing_.empty();
     outgoing_ += PackRequest(id, m, args, bytes_as_bin_);
     lock.unlock();
-    Wake();
+    if (first) Wake();
     return id;
   }
 

@@ -136,34 +136,60 @@ void ServedSegmentSource::ReadUnit(size_t index, engine::UnitSink& sink) {
   if (next_post_ < lo) next_post_ = lo;
   auto post_ahead = [&] {
     // Ahead across units: the next unit's first gets are on the link while this one ends. Only
-    // wanted objects (the filter is by id, the same for every unit).
+    // wanted objects (the filter is by id, the same for every unit). Refilled in groups, so that
+    // the requests leave in few writes.
+    if (posted_.size() + kServedPostGroup > kServedGetsAhead) return;
     while (posted_.size() < kServedGetsAhead && next_post_ < order_.size()) {
       const size_t i = next_post_++;
       if (!sink.Wants(order_[i])) continue;
       posted_.push_back({i, service_.PostGet(order_[i])});
     }
   };
+  // Consecutive payloads go to the workers together, up to kServedBatchBytes or
+  // kServedBatchObjects (one block, one hand-over: the engine's per-block cost is paid once per
+  // batch, not per object). Flushed before any finding, so that the order of what the engine
+  // is told stays the order of the objects.
+  ByteBuffer batch;
+  std::vector<ObjectRef> refs;
+  size_t batch_index = 0;
+  auto flush = [&]() -> bool {
+    if (refs.empty()) return true;
+    std::shared_ptr<engine::Block> block = sink.TakeBlock(batch_index, batch.size());
+    if (!block) return false;  // stopping
+    if (batch.size()) std::memcpy(block->data.data(), batch.data(), batch.size());
+    sink.Objects(std::move(block), std::move(refs));
+    refs = {};
+    batch.Clear();
+    return true;
+  };
   ByteBuffer payload;
   for (;;) {
     post_ahead();
-    if (posted_.empty() || posted_.front().index >= hi) return;
-    if (sink.Stopping()) return;
+    if (posted_.empty() || posted_.front().index >= hi || sink.Stopping()) {
+      flush();
+      return;
+    }
     const Posted p = posted_.front();
     posted_.pop_front();
     const ChunkId& id = order_[p.index];
     const io::GetReply r = service_.WaitGet(p.ticket, payload);
+    if (r.outcome != io::GetOutcome::kOk && !flush()) return;
     switch (r.outcome) {
       case io::GetOutcome::kOk: {
-        std::shared_ptr<engine::Block> block = sink.TakeBlock(p.index, payload.size());
-        if (!block) return;  // stopping
-        if (payload.size()) std::memcpy(block->data.data(), payload.data(), payload.size());
+        if (refs.empty()) batch_index = p.index;
         ObjectRef ref;
         ref.id = id;
-        ref.pos = 0;
+        ref.pos = batch.size();
         ref.file_offset = p.index;  // ReadAgain's key; the location stays the server's (none)
         ref.size = uint32_t(payload.size());
         ref.variant = payload_variant_;
-        sink.Objects(std::move(block), {ref});
+        const size_t at = batch.size();
+        batch.Resize(at + payload.size());
+        if (!payload.empty()) std::memcpy(batch.data() + at, payload.data(), payload.size());
+        refs.push_back(ref);
+        if (batch.size() >= kServedBatchBytes || refs.size() >= kServedBatchObjects) {
+          if (!flush()) return;
+        }
         break;
       }
       case io::GetOutcome::kNotFound:

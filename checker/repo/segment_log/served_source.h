@@ -41,6 +41,11 @@ inline constexpr size_t kServedUnitObjects = 4096;
 // Gets in flight: enough to cover a 100 ms round trip at several hundred MB/s of small objects
 // (bench/RESULTS.md, "Remote (borg serve)"); the service bounds the bytes of unread replies.
 inline constexpr size_t kServedGetsAhead = 2000;
+// Gets are posted in groups of this many (one wake of the RPC's I/O thread, one write).
+inline constexpr size_t kServedPostGroup = 128;
+// Payloads handed to the workers together: up to this many bytes or objects per block.
+inline constexpr size_t kServedBatchBytes = 1u << 20;
+inline constexpr size_t kServedBatchObjects = 64;
 
 // Where a finding the server's words place goes: [segment N, offset M] when it said so.
 report::Location ServerLocation(const io::GetReply& r);
