@@ -26,6 +26,8 @@ What is checked:
     borg's lock held by a writer (73), a server that is not borg (2), a connection cut mid-run
     (2, stopped "connection-lost", the objects verified before it counted, in bounded time),
     options a served run refuses (2).
+  * A server without an index rebuilds it (it writes; a warning says so) and the objects are
+    still verified.
   * The repository is unchanged (bytes and mtimes of every file; with the shared lock only the
     repository folder's own mtime moves, as borg's lock files come and go, and no lock is left);
     with --bypass-lock nothing changes at all.
@@ -136,6 +138,7 @@ class ServeTestCase(cs.CliTestCase):
         os.mkdir(self.server_home)
         self.addCleanup(shutil.rmtree, self.server_home, True)
         self.repos = []  # repository folders whose own mtime the shared lock moves
+        self.server_writes = []  # paths (relative to the test folder) the server may add
 
     def env(self, more=None):
         env = {"BORG_RSH": self.rsh, "BORG_BASE_DIR": self.server_home}
@@ -163,6 +166,8 @@ class ServeTestCase(cs.CliTestCase):
                     if rel in snap and snap[rel][0] == "dir":
                         snap[rel] = ("dir", "mtime masked: borg's shared lock")
         diff = cs.snapshot_diff(before, after)
+        # A test that makes the server rebuild its index expects exactly those files.
+        diff = [d for d in diff if not any(d.startswith("added:   " + w) for w in self.server_writes)]
         self.assertEqual(diff, [], "the run changed the test folder:\n%s\n%r" % ("\n".join(diff), result))
         return result
 
@@ -329,6 +334,27 @@ class Damage(ServeTestCase):
         self.assertEqual(bad_ids(records), [damaged_id], served)
         s = summary(records)
         self.assertEqual(s["objects_verified"], s["objects_total"] - 1, s)
+
+
+class ServerWrites(ServeTestCase):
+    def test_a_server_that_rebuilds_its_index_is_reported(self):
+        # Without index.N the server replays its log and writes a new index, hints and
+        # integrity file before it answers (a client cannot prevent it): the objects are still
+        # verified, and a warning says what the server did.
+        repo = self.copy("borg1/v1.2.4/repos/none")
+        rel = os.path.relpath(repo, self.tmp)
+        for name in os.listdir(repo):
+            if name.startswith(("index.", "hints.", "integrity.")):
+                os.unlink(os.path.join(repo, name))
+        self.server_writes = [rel + "/index.", rel + "/hints.", rel + "/integrity."]
+        r = self.run_borgcheck(["--json", "--verify-data"] + THREADS + [self.url(repo)], self.env(VERIFY), timeout=120)
+        self.assert_rc(r, cs.EXIT_WARNINGS)
+        records = self.json_records(r)
+        warnings = [x for x in records if x["type"] == "finding" and x["severity"] == "warning"]
+        self.assertEqual([(w["stage"], "rebuilt its index" in w["message"]) for w in warnings], [("index", True)], r)
+        s = summary(records)
+        self.assertEqual((s["objects_verified"], s["objects_total"]), (102, 102), s)
+        self.assertTrue(any(n.startswith("index.") for n in os.listdir(repo)))
 
 
 class Errors(ServeTestCase):
