@@ -40,6 +40,7 @@ enum class GetOutcome : uint8_t {
   kCouldNotRead,  // any other error of this one call (the server's words in `message`): could
                   // not check, never damage
   kLost,        // the connection is gone (Lost() says why)
+  kInterrupted,  // a stop signal ended the wait (base/stop_signal.h): the run is ending
 };
 
 struct GetReply {

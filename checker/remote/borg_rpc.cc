@@ -43,6 +43,7 @@
 #include <unordered_map>
 
 #include "checker/base/msgpack_util.h"
+#include "checker/base/stop_signal.h"
 #include "checker/base/text_escape.h"
 #include "checker/remote/ssh_process.h"
 
@@ -294,10 +295,13 @@ class BorgRpc::Impl {
       it = slots_.find(msgid);
       return it == slots_.end() || it->second.arrived || !lost_.ok();
     };
-    if (deadline) {
-      if (!cv_.wait_until(lock, *deadline, ready)) return Status(StatusCode::kIoError, "timed out");
-    } else {
-      cv_.wait(lock, ready);
+    // A stop signal (SIGTERM, Ctrl-C) ends the wait, so that a stalled server does not hold a
+    // stopping run until --remote-timeout; the slot stays (for a later Wait or Forget).
+    while (!cv_.wait_for(lock, kTick, ready)) {
+      if (const int sig = PendingStopSignal()) {
+        return Status(StatusCode::kInterrupted, "stopped by signal " + std::to_string(sig));
+      }
+      if (deadline && Clock::now() >= *deadline) return Status(StatusCode::kIoError, "timed out");
     }
     if (it == slots_.end() || !it->second.arrived) {
       if (it != slots_.end()) slots_.erase(it);

@@ -109,7 +109,8 @@ class BorgRpc {
   // msgid. After the connection is lost it returns a msgid whose Wait answers Lost().
   uint64_t Post(Method m, std::vector<Arg> args);
   // The reply to `msgid`: blocks until it arrives. Not ok: the connection is lost (Lost()'s
-  // status, kIoError); a reply that is an exception is an ok Result with !reply.ok().
+  // status, kIoError), or a stop signal came (kInterrupted: base/stop_signal.h; the request
+  // stays posted); a reply that is an exception is an ok Result with !reply.ok().
   Result<RpcReply> Wait(uint64_t msgid);
   Result<RpcReply> Call(Method m, std::vector<Arg> args) { return Wait(Post(m, std::move(args))); }
   // The reply to `msgid` will not be waited for: dropped when it comes.

@@ -272,7 +272,7 @@ io::GetReply BorgServeService::WaitGet(uint64_t ticket, ByteBuffer& payload) {
   }
   Result<RpcReply> r = sessions_[ticket % kMaxSessions]->Wait(ticket / kMaxSessions);
   if (!r.ok()) {
-    out.outcome = io::GetOutcome::kLost;
+    out.outcome = r.status().code() == StatusCode::kInterrupted ? io::GetOutcome::kInterrupted : io::GetOutcome::kLost;
     out.message = r.status().message();
     return out;
   }

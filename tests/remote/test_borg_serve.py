@@ -87,6 +87,28 @@ while os.read(server.stdout.fileno(), 65536):
 server.wait()
 """
 
+# A stand-in for ssh that passes the first N bytes of the server's replies, then passes nothing
+# more (a stalled link) and says so in a marker file; the server's further replies are dropped,
+# and it ends when borgcheck closes its stdin.
+STALL_RSH = """#!%s
+import os, subprocess, sys
+args = sys.argv[1:]
+while args and args[0].startswith("-"):
+    args = args[2:] if args[0] in ("-p", "-i", "-o", "-l", "-F") else args[1:]
+server = subprocess.Popen(args[1:], stdout=subprocess.PIPE)
+left = %d
+while left > 0:
+    block = os.read(server.stdout.fileno(), min(left, 65536))
+    if not block:
+        break
+    os.write(1, block)
+    left -= len(block)
+open(%r, "w").close()
+while os.read(server.stdout.fileno(), 65536):
+    pass
+server.wait()
+"""
+
 # What a served run cannot see, fixture by fixture: its exit code there and why. Every other
 # borg 1.x fixture's damage is in a live object's bytes, which the server hands over or refuses.
 KNOWN_DIFFERENCES = {
@@ -381,6 +403,30 @@ class Errors(ServeTestCase):
         holder.kill()
         holder.wait()
         del before
+
+    def test_sigterm_during_a_stalled_read(self):
+        # The link stalls mid-run; SIGTERM ends the run at once: the findings and a partial
+        # summary (stopped "signal"), exit 143, the session closed (no lock left behind).
+        repo = self.copy("borg1/v1.2.4/repos/none")
+        marker = os.path.join(self.server_home, "stalled")
+        rsh = os.path.join(self.server_home, "rsh-stall")
+        with open(rsh, "w") as f:
+            f.write(STALL_RSH % (sys.executable, 60000, marker))
+        os.chmod(rsh, 0o755)
+        proc = self.start(["--json", "--verify-data", "--threads", "1", self.url(repo)],
+                          dict(self.env(VERIFY), BORG_RSH=rsh))
+        deadline = time.time() + 30
+        while not os.path.exists(marker) and time.time() < deadline:
+            time.sleep(0.02)
+        self.assertTrue(os.path.exists(marker))
+        time.sleep(0.2)  # the run is waiting for a reply that will not come (--remote-timeout 60)
+        proc.send_signal(15)
+        r = self.finish(proc, timeout=30)
+        self.assert_rc(r, 128 + 15)
+        s = summary(self.json_records(r))
+        self.assertEqual(s["stopped"], "signal", r)
+        self.assertLess(s["objects_verified"], s["objects_total"], r)
+        self.assertFalse(os.path.exists(os.path.join(repo, "lock.roster")))
 
     def test_server_that_is_not_borg(self):
         r = self.run_borgcheck(["--remote-path", "cat", self.url("/nowhere")], self.env(), timeout=60)

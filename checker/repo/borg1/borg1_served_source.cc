@@ -89,6 +89,7 @@ Status Borg1ServedSource::LoadKey(engine::Plan& plan) {
   for (const ChunkId& id : candidates) {
     const io::GetReply r = GetNow(id, payload);
     if (r.outcome == io::GetOutcome::kLost) return service_.Lost();
+    if (r.outcome == io::GetOutcome::kInterrupted) return Status(StatusCode::kInterrupted, r.message);
     if (r.outcome != io::GetOutcome::kOk || payload.size() == 0) continue;
     mode = crypto::KeyModeFromTypeByte(payload.data()[0]);
     if (mode) break;

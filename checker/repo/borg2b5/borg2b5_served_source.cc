@@ -86,20 +86,23 @@ Status Borg2b5ServedSource::LoadKey(engine::Plan& plan) {
   // The manifest first (borg's rule), then a sample of other objects in read order.
   Borg2b5TypeVote vote;
   ByteBuffer payload;
+  std::optional<Status> ended;  // the connection was lost or a stop signal came
   auto fetch = [&](const ChunkId& id) -> std::optional<Bytes> {
     const io::GetReply r = GetNow(id, payload);
+    if (r.outcome == io::GetOutcome::kLost) ended = service_.Lost();
+    if (r.outcome == io::GetOutcome::kInterrupted) ended = Status(StatusCode::kInterrupted, r.message);
     if (r.outcome != io::GetOutcome::kOk) return std::nullopt;
     return payload.view();
   };
   if (has_manifest_) {
     std::optional<Bytes> p = fetch(ChunkId{});
-    if (!service_.Lost().ok()) return service_.Lost();
+    if (ended) return *ended;
     vote.Manifest(p ? &*p : nullptr);
   }
   for (size_t i = 0; i < order_.size() && vote.sampled() < kModeSamples; ++i) {
     if (IsManifestId(order_[i])) continue;
     std::optional<Bytes> p = fetch(order_[i]);
-    if (!service_.Lost().ok()) return service_.Lost();
+    if (ended) return *ended;
     vote.Sample(p ? &*p : nullptr);
   }
   const std::optional<uint8_t> chosen = vote.Choose(plan.notes);

@@ -42,6 +42,8 @@ archive::FetchStatus FetchServed(io::ObjectService& service, const ChunkId& id, 
       return damaged(Stage::kEntryCrc, r.message);
     case io::GetOutcome::kCouldNotRead:
       return damaged(Stage::kIo, "the server could not read it: " + r.message);
+    case io::GetOutcome::kInterrupted:
+      return damaged(Stage::kIo, "not read: " + r.message);
     case io::GetOutcome::kLost:
       break;
   }
@@ -208,7 +210,9 @@ void ServedSegmentSource::ReadUnit(size_t index, engine::UnitSink& sink) {
                      true);
         break;
       case io::GetOutcome::kLost:
-        // The engine sees Lost() and ends the run (stopped: connection-lost).
+      case io::GetOutcome::kInterrupted:
+        // The engine sees Lost() or the stop signal and ends the run (stopped: connection-lost
+        // or signal).
         for (const Posted& q : posted_) service_.Forget(q.ticket);
         posted_.clear();
         return;
