@@ -51,6 +51,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "checker/base/stop_signal.h"
 #include "checker/base/text_escape.h"
 #include "checker/remote/sftp_protocol.h"
 #include "checker/remote/ssh_process.h"
@@ -204,7 +205,7 @@ class Connection {
   // Waits for VERSION 3. On failure shuts the connection down and says why (sftp_env.h).
   Status AwaitVersion() {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return version_received_ || !lost_.ok(); });
+    if (!WaitOrStop(lock, [&] { return version_received_ || !lost_.ok(); })) return Stopped();
     if (lost_.ok()) {
       if (version_ == 3) {
         established_ = true;
@@ -246,7 +247,10 @@ class Connection {
       Abandon(&p);
       return s;
     }
-    cv_.wait(lock, [&] { return p.done || !lost_.ok(); });
+    if (!WaitOrStop(lock, [&] { return p.done || !lost_.ok(); })) {
+      Abandon(&p);  // p lives on this stack: a later reply must not reach it
+      return Stopped();
+    }
     if (!p.done || p.type == 0) return lost_;
     return std::move(p.body);
   }
@@ -278,7 +282,10 @@ class Connection {
   // Waits for a posted request: Ok when its reply is in *p, else the loss.
   Status Wait(Pending* p) {
     std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return p->done || !lost_.ok(); });
+    if (!WaitOrStop(lock, [&] { return p->done || !lost_.ok(); })) {
+      Abandon(p);  // the caller may let p go: a later reply is discarded
+      return Stopped();
+    }
     if (!p->done || p->type == 0) return lost_;
     return Status::Ok();
   }
@@ -379,13 +386,17 @@ class Connection {
       }
       if (active.empty() && todo.empty()) break;
       if (active.empty() && !todo.empty() && todo.front().off >= eof_at) continue;
-      cv_.wait(lock, [&] {
+      const bool woke = WaitOrStop(lock, [&] {
         if (!lost_.ok()) return true;
         for (auto& p : active) {
           if (p->done) return true;
         }
         return !todo.empty() && (in_flight_ == 0 || in_flight_ + todo.front().len <= in_flight_limit_);
       });
+      if (!woke) {
+        for (auto& p : active) Abandon(p.get());
+        return Stopped();
+      }
     }
     return size_t(eof_at);
   }
@@ -451,6 +462,19 @@ class Connection {
     AddSlot(p->id, p, read_len);
   }
   // Under mu_: the caller gives up on p; its reply, if any, is discarded.
+  // Waits on cv_ until `ready`; false when a stop signal (SIGTERM, Ctrl-C: base/stop_signal.h)
+  // came first, so that a stalled server does not hold a stopping run until the timeout.
+  template <typename Ready>
+  bool WaitOrStop(std::unique_lock<std::mutex>& lock, Ready ready) {
+    while (!cv_.wait_for(lock, std::chrono::milliseconds(100), ready)) {
+      if (PendingStopSignal()) return false;
+    }
+    return true;
+  }
+  static Status Stopped() {
+    return Status(StatusCode::kInterrupted, "stopped by signal " + std::to_string(PendingStopSignal()));
+  }
+
   void Abandon(Pending* p) {
     auto it = pending_.find(p->id);
     if (it != pending_.end() && it->second.p == p) it->second.p = nullptr;

@@ -20,6 +20,8 @@ direction, counted as they are written to stdout):
                          client->server direction goes on. The relay ends when ssh closes its
                          stdin (ssh was stopped).
   --cut-after-bytes N    after N bytes, close both sides and exit (a connection lost mid-run).
+  --stall-marker PATH    with --stall-after-bytes: create PATH when the stall begins (so that a
+                         test acts on a stalled link, not on one that has yet to stall).
 
 Python 3 standard library only. Exit status: 0 after an orderly end or a cut, 1 if it cannot
 connect.
@@ -47,6 +49,7 @@ def parse_args(argv):
                    help="stop forwarding server->client after N bytes; keep the connection open")
     p.add_argument("--cut-after-bytes", type=int, default=None,
                    help="close both sides after N bytes of server->client")
+    p.add_argument("--stall-marker", default=None, help="a file created when the stall begins")
     p.add_argument("host")
     p.add_argument("port", type=int)
     return p.parse_args(argv)
@@ -56,6 +59,7 @@ class Relay:
     def __init__(self, args, sock, fd_in, fd_out):
         self.delay = args.delay_ms / 1000.0
         self.stall_after = args.stall_after_bytes
+        self.stall_marker = args.stall_marker
         self.cut_after = args.cut_after_bytes
         self.sock, self.fd_in, self.fd_out = sock, fd_in, fd_out
         self.done = threading.Event()
@@ -98,6 +102,8 @@ class Relay:
                 self.finish()
                 return
             if action == "stall":
+                if self.stall_marker:
+                    open(self.stall_marker, "w").close()
                 return  # keep everything open; stop forwarding this direction
 
     def apply_limits(self, data, sent):

@@ -431,6 +431,27 @@ class LostConnections(SftpTestCase):
         self.assert_lost(r, words=("lost", "timed out", "timeout", "no answer", "not answer"))
         self.assert_no_relay_left("--stall-after-bytes")
 
+    def test_sigterm_while_the_server_is_silent(self):
+        # A stalled server must not hold a stopping run until --remote-timeout (60 s here): the
+        # waits for it give way to the signal.
+        repo = make_long(self, "v1.2.4/repos/none")
+        marker = os.path.join(self.tmp + "-stalled")
+        self.addCleanup(lambda: os.path.exists(marker) and os.unlink(marker))
+        rsh = self.relay_rsh("--delay-ms", "10", "--stall-after-bytes", str(LOST_AFTER), "--stall-marker", marker)
+        proc = self.start(["--json", "--verify-data", "--remote-connections", "1", "--remote-timeout", "60"] +
+                          THREADS + [self.url(repo)], self.env(rsh=rsh))
+        deadline = time.monotonic() + 60
+        while not os.path.exists(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertTrue(os.path.exists(marker), "the relay never stalled")
+        time.sleep(0.3)  # borgcheck now waits for bytes that will not come
+        proc.send_signal(signal.SIGTERM)
+        start = time.monotonic()
+        r = self.finish(proc, timeout=60)
+        self.assertLess(time.monotonic() - start, 15, r)
+        self.assert_rc(r, cs.EXIT_SIGNAL_BASE + signal.SIGTERM)
+        self.assert_no_relay_left("--stall-after-bytes")
+
 
 if __name__ == "__main__":
     cs.main()
