@@ -79,6 +79,11 @@ class ObjectService {
   virtual uint64_t PostGet(const ObjectId& id) = 0;
   virtual GetReply WaitGet(uint64_t ticket, ByteBuffer& payload) = 0;
   virtual void Forget(uint64_t ticket) = 0;
+  // One object fetched now by a thread that the caller of WaitGet (the pipeline's reader) may
+  // be waiting for, e.g. a worker's second read holding a block of the in-flight budget: where
+  // its reply would queue behind replies not yet taken that fill the read-ahead bound, it gives
+  // up (kCouldNotRead) instead of waiting for a reader that waits for it.
+  virtual GetReply GetUnlessBehind(const ObjectId& id, ByteBuffer& payload) { return WaitGet(PostGet(id), payload); }
 
   // Ok while connected; kIoError "connection to HOST lost: ..." once not.
   virtual Status Lost() const = 0;

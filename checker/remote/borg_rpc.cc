@@ -63,6 +63,7 @@ constexpr auto kTerminateGrace = std::chrono::seconds(5);
 constexpr auto kCloseReplyWait = std::chrono::seconds(5);
 constexpr auto kStderrAfterEof = std::chrono::milliseconds(500);
 constexpr auto kKillAfterTerm = std::chrono::seconds(2);
+constexpr auto kBehindGrace = std::chrono::seconds(1);  // WaitUnlessBehind
 
 std::string Seconds(std::chrono::milliseconds d) {
   const long long ms = d.count();
@@ -214,15 +215,143 @@ std::optional<SegmentOffset> ParseSegmentOffset(std::string_view message) {
 
 // ---------------------------------------------------------------------------------------------
 
+namespace {
+
+// One unpacked message as a reply: false with `error` when it is none.
+bool DecodeReply(msgpack::object_handle&& oh, ReplyDecoder::Decoded& out, std::string& error) {
+  const msgpack::object& o = oh.get();
+  if (o.type != msgpack::type::MAP) {
+    error = "protocol error: a reply that is not a map";
+    return false;
+  }
+  const msgpack::object* idv = msgpack_util::Find(o, "i");
+  int64_t id = 0;
+  if (idv == nullptr || !AsInt(*idv, id) || id <= 0) {
+    error = "protocol error: a reply without a msgid";
+    return false;
+  }
+  RpcReply reply;
+  const msgpack::object* ec = msgpack_util::Find(o, "exception_class");
+  if (ec != nullptr) {
+    std::optional<std::string_view> cls = msgpack_util::AsText(*ec);
+    if (!cls || cls->empty()) {
+      error = "protocol error: an error reply without a class name";
+      return false;
+    }
+    reply.exception_class.assign(*cls);
+    if (const msgpack::object* args = msgpack_util::Find(o, "exception_args");
+        args != nullptr && args->type == msgpack::type::ARRAY) {
+      for (uint32_t i = 0; i < args->via.array.size; ++i) {
+        const msgpack::object& a = args->via.array.ptr[i];
+        int64_t n = 0;
+        if (std::optional<std::string_view> t = msgpack_util::AsText(a)) {
+          reply.exception_args.emplace_back(*t);
+        } else if (a.type == msgpack::type::POSITIVE_INTEGER) {
+          reply.exception_args.push_back(std::to_string(a.via.u64));
+        } else if (AsInt(a, n)) {
+          reply.exception_args.push_back(std::to_string(n));
+        } else {
+          reply.exception_args.emplace_back();
+        }
+      }
+    }
+    if (const msgpack::object* sh = msgpack_util::Find(o, "exception_short"); sh != nullptr) {
+      if (sh->type == msgpack::type::ARRAY) {
+        for (uint32_t i = 0; i < sh->via.array.size; ++i) {
+          std::optional<std::string_view> line = msgpack_util::AsText(sh->via.array.ptr[i]);
+          if (!line) continue;
+          if (!reply.exception_message.empty()) reply.exception_message += '\n';
+          reply.exception_message += *line;
+        }
+      } else if (std::optional<std::string_view> t = msgpack_util::AsText(*sh)) {
+        reply.exception_message.assign(*t);
+      }
+    }
+    if (reply.exception_message.empty()) reply.exception_message = reply.exception_class;
+  } else {
+    const msgpack::object* r = msgpack_util::Find(o, "r");
+    if (r == nullptr) {
+      error = "protocol error: a reply with neither a result nor an error";
+      return false;
+    }
+    reply.result = *r;  // points into oh's zone, which moves with the handle
+  }
+  reply.handle = std::move(oh);
+  out.msgid = uint64_t(id);
+  out.reply = std::move(reply);
+  return true;
+}
+
+}  // namespace
+
+ReplyDecoder::ReplyDecoder()
+    : unpacker_(nullptr, nullptr, MSGPACK_UNPACKER_INIT_BUFFER_SIZE,
+                msgpack::unpack_limit(kMaxReplyArray, kMaxReplyMap, size_t(kMaxReplyBytes), size_t(kMaxReplyBytes), 0,
+                                      kMaxReplyDepth)) {}
+
+char* ReplyDecoder::Reserve(size_t n) {
+  unpacker_.reserve_buffer(n);
+  return unpacker_.buffer();
+}
+
+void ReplyDecoder::Consumed(size_t n) { unpacker_.buffer_consumed(n); }
+
+void ReplyDecoder::Feed(const char* data, size_t n) {
+  if (n == 0) return;
+  std::memcpy(Reserve(n), data, n);
+  Consumed(n);
+}
+
+void ReplyDecoder::Discard() {
+  unpacker_.reset();
+  unpacker_.remove_nonparsed_buffer();
+}
+
+ReplyDecoder::Step ReplyDecoder::Next(Decoded& out, std::string& error) {
+  if (!failed_.empty()) {
+    error = failed_;
+    return Step::kError;
+  }
+  const std::string too_large = "the server sent a reply larger than " + std::to_string(kMaxReplyBytes) + " bytes";
+  // msgpack-cxx's parsed_size() counts the message in progress and restarts at 0 when next()
+  // completes one: the reply's length is what was parsed before plus what this call consumed.
+  const uint64_t before = unpacker_.parsed_size();
+  const uint64_t unparsed = unpacker_.nonparsed_size();
+  msgpack::object_handle oh;
+  bool complete = false;
+  try {
+    complete = unpacker_.next(oh);
+  } catch (const std::exception& e) {
+    failed_ = std::string("protocol error: ") + e.what();
+  }
+  if (failed_.empty() && !complete) {
+    // The limits of the unpacker check a str/bin only once its body is complete: the length of
+    // the message so far bounds what is buffered meanwhile.
+    if (unpacker_.message_size() >= kMaxReplyBytes) failed_ = too_large;
+    if (failed_.empty()) return Step::kNeedMore;
+  }
+  if (failed_.empty()) {
+    const uint64_t bytes = before + (unparsed - unpacker_.nonparsed_size());
+    if (bytes > kMaxReplyBytes) {
+      failed_ = too_large;
+    } else if (DecodeReply(std::move(oh), out, failed_)) {
+      out.wire_bytes = bytes;
+      return Step::kReply;
+    }
+  }
+  Discard();
+  error = failed_;
+  return Step::kError;
+}
+
+// ---------------------------------------------------------------------------------------------
+
 class BorgRpc::Impl {
  public:
   explicit Impl(const BorgServeTarget& t)
       : host_(t.host.empty() ? "the server" : t.host),
         timeout_(t.timeout),
-        max_buffered_(std::max<uint64_t>(t.max_buffered_bytes, 1)),
-        unpacker_(nullptr, nullptr, MSGPACK_UNPACKER_INIT_BUFFER_SIZE,
-                  msgpack::unpack_limit(kMaxReplyArray, kMaxReplyMap, size_t(kMaxReplyBytes),
-                                        size_t(kMaxReplyBytes), 0, kMaxReplyDepth)) {}
+        max_buffered_(std::max<uint64_t>(t.max_buffered_bytes, 1)) {}
   ~Impl() { (void)Shutdown(); }
   Impl(const Impl&) = delete;
   Impl& operator=(const Impl&) = delete;
@@ -282,8 +411,11 @@ class BorgRpc::Impl {
   }
 
   // Waits until the reply to `msgid` is there, the connection is lost, or `deadline` passes
-  // (kIoError "timed out" then; the slot stays, for a later Wait or Forget).
-  Result<RpcReply> Wait(uint64_t msgid, std::optional<Clock::time_point> deadline = std::nullopt) {
+  // (kIoError "timed out" then; the slot stays, for a later Wait or Forget). With `gave_up`
+  // (WaitUnlessBehind): also gives up, *gave_up set and the slot forgotten, once the reply has
+  // not come while the buffered replies filled max_buffered_ for kBehindGrace on end.
+  Result<RpcReply> Wait(uint64_t msgid, std::optional<Clock::time_point> deadline = std::nullopt,
+                        bool* gave_up = nullptr) {
     std::unique_lock<std::mutex> lock(mu_);
     auto it = slots_.find(msgid);
     if (it == slots_.end()) {
@@ -295,13 +427,45 @@ class BorgRpc::Impl {
       it = slots_.find(msgid);
       return it == slots_.end() || it->second.arrived || !lost_.ok();
     };
-    // A stop signal (SIGTERM, Ctrl-C) ends the wait, so that a stalled server does not hold a
-    // stopping run until --remote-timeout; the slot stays (for a later Wait or Forget).
-    while (!cv_.wait_for(lock, kTick, ready)) {
+    // A stop signal (SIGTERM, Ctrl-C) ends every wait, so that a stalled server does not hold
+    // a stopping run until --remote-timeout; the slot stays (for a later Wait or Forget).
+    auto stopped = [&]() -> std::optional<Status> {
       if (const int sig = PendingStopSignal()) {
         return Status(StatusCode::kInterrupted, "stopped by signal " + std::to_string(sig));
       }
-      if (deadline && Clock::now() >= *deadline) return Status(StatusCode::kIoError, "timed out");
+      return std::nullopt;
+    };
+    if (gave_up != nullptr) {
+      bool behind = false;  // since behind_since (no std::optional: g++ 12 -O2 warns)
+      Clock::time_point behind_since{};
+      while (!ready()) {
+        if (std::optional<Status> s = stopped()) return *s;
+        const Clock::time_point now = Clock::now();
+        if (buffered_ < max_buffered_) {
+          behind = false;
+        } else if (!behind) {
+          behind = true;
+          behind_since = now;
+        } else if (now - behind_since >= kBehindGrace) {
+          it->second.forgotten = true;  // dropped when it comes
+          *gave_up = true;
+          return Status(StatusCode::kIoError, "behind the replies read ahead");
+        }
+        cv_.wait_for(lock, kTick);
+      }
+    } else {
+      // Counted while it waits: a waiter starved by a full read-ahead (the server answered
+      // later requests first) ends the connection after `timeout` (IoLoopBody).
+      ++starved_waiters_;
+      while (!cv_.wait_for(lock, kTick, ready)) {
+        std::optional<Status> s = stopped();
+        if (!s && deadline && Clock::now() >= *deadline) s = Status(StatusCode::kIoError, "timed out");
+        if (s) {
+          --starved_waiters_;
+          return *s;
+        }
+      }
+      --starved_waiters_;
     }
     if (it == slots_.end() || !it->second.arrived) {
       if (it != slots_.end()) slots_.erase(it);
@@ -428,70 +592,13 @@ class BorgRpc::Impl {
     }
   }
 
-  // Under mu_: one reply from the server, `bytes` long on the wire.
-  void HandleReply(msgpack::object_handle&& oh, uint64_t bytes) {
-    const msgpack::object& o = oh.get();
-    if (o.type != msgpack::type::MAP) {
-      LoseLocked(Status(StatusCode::kIoError, Prefix() + "protocol error: a reply that is not a map"));
-      return;
-    }
-    const msgpack::object* idv = msgpack_util::Find(o, "i");
-    int64_t id = 0;
-    if (idv == nullptr || !AsInt(*idv, id) || id <= 0) {
-      LoseLocked(Status(StatusCode::kIoError, Prefix() + "protocol error: a reply without a msgid"));
-      return;
-    }
-    auto it = slots_.find(uint64_t(id));
+  // Under mu_: one reply from the server (ReplyDecoder's).
+  void HandleReply(ReplyDecoder::Decoded&& d) {
+    auto it = slots_.find(d.msgid);
     if (it == slots_.end() || it->second.arrived) {
-      LoseLocked(Status(StatusCode::kIoError,
-                        Prefix() + "protocol error: a reply to msgid " + std::to_string(id) + ", which nobody asked for"));
+      LoseLocked(Status(StatusCode::kIoError, Prefix() + "protocol error: a reply to msgid " + std::to_string(d.msgid) +
+                                                  ", which nobody asked for"));
       return;
-    }
-    RpcReply reply;
-    const msgpack::object* ec = msgpack_util::Find(o, "exception_class");
-    if (ec != nullptr) {
-      std::optional<std::string_view> cls = msgpack_util::AsText(*ec);
-      if (!cls || cls->empty()) {
-        LoseLocked(Status(StatusCode::kIoError, Prefix() + "protocol error: an error reply without a class name"));
-        return;
-      }
-      reply.exception_class.assign(*cls);
-      if (const msgpack::object* args = msgpack_util::Find(o, "exception_args");
-          args != nullptr && args->type == msgpack::type::ARRAY) {
-        for (uint32_t i = 0; i < args->via.array.size; ++i) {
-          const msgpack::object& a = args->via.array.ptr[i];
-          int64_t n = 0;
-          if (std::optional<std::string_view> t = msgpack_util::AsText(a)) {
-            reply.exception_args.emplace_back(*t);
-          } else if (a.type == msgpack::type::POSITIVE_INTEGER) {
-            reply.exception_args.push_back(std::to_string(a.via.u64));
-          } else if (AsInt(a, n)) {
-            reply.exception_args.push_back(std::to_string(n));
-          } else {
-            reply.exception_args.emplace_back();
-          }
-        }
-      }
-      if (const msgpack::object* sh = msgpack_util::Find(o, "exception_short"); sh != nullptr) {
-        if (sh->type == msgpack::type::ARRAY) {
-          for (uint32_t i = 0; i < sh->via.array.size; ++i) {
-            std::optional<std::string_view> line = msgpack_util::AsText(sh->via.array.ptr[i]);
-            if (!line) continue;
-            if (!reply.exception_message.empty()) reply.exception_message += '\n';
-            reply.exception_message += *line;
-          }
-        } else if (std::optional<std::string_view> t = msgpack_util::AsText(*sh)) {
-          reply.exception_message.assign(*t);
-        }
-      }
-      if (reply.exception_message.empty()) reply.exception_message = reply.exception_class;
-    } else {
-      const msgpack::object* r = msgpack_util::Find(o, "r");
-      if (r == nullptr) {
-        LoseLocked(Status(StatusCode::kIoError, Prefix() + "protocol error: a reply with neither a result nor an error"));
-        return;
-      }
-      reply.result = *r;  // points into oh's zone, which moves with the handle
     }
     --awaited_;
     if (awaited_ > 0) busy_since_ = Clock::now();
@@ -500,11 +607,10 @@ class BorgRpc::Impl {
       slots_.erase(it);
       return;
     }
-    reply.handle = std::move(oh);
-    slot.reply = std::move(reply);
+    slot.reply = std::move(d.reply);
     slot.arrived = true;
-    slot.bytes = bytes;
-    buffered_ += bytes;
+    slot.bytes = d.wire_bytes;
+    buffered_ += d.wire_bytes;
   }
 
   // One complete stderr line (without its newline): the tail and the rebuild flag.
@@ -579,39 +685,28 @@ class BorgRpc::Impl {
 
   // Reads what stdout has; false at EOF or on a read error.
   bool ReadStdout(int fd) {
-    std::unique_lock<std::mutex> lock(mu_, std::defer_lock);
-    unpacker_.reserve_buffer(kReadChunk);
-    const ssize_t n = ::read(fd, unpacker_.buffer(), kReadChunk);
+    const ssize_t n = ::read(fd, decoder_.Reserve(kReadChunk), kReadChunk);
     if (n < 0) return errno == EINTR || errno == EAGAIN;
     if (n == 0) return false;
-    unpacker_.buffer_consumed(size_t(n));
+    decoder_.Consumed(size_t(n));
     bytes_received_.fetch_add(uint64_t(n));
-    lock.lock();
+    std::lock_guard<std::mutex> lock(mu_);
     last_recv_ = Clock::now();
     if (!lost_.ok()) {
-      // Lost: drain and drop, so that the server never blocks writing.
-      unpacker_.reset();
-      unpacker_.remove_nonparsed_buffer();
-      message_start_ = 0;
+      decoder_.Discard();  // lost: drain and drop, so that the server never blocks writing
       return true;
     }
-    try {
-      msgpack::object_handle oh;
-      while (lost_.ok() && unpacker_.next(oh)) {
-        const uint64_t end = unpacker_.parsed_size();
-        HandleReply(std::move(oh), end - message_start_);
-        message_start_ = end;
-        if (end > (uint64_t(1) << 40)) {  // keep the counters small
-          unpacker_.reset();
-          message_start_ = 0;
-        }
+    ReplyDecoder::Decoded d;
+    std::string error;
+    for (;;) {
+      const ReplyDecoder::Step step = decoder_.Next(d, error);
+      if (step == ReplyDecoder::Step::kNeedMore) break;
+      if (step == ReplyDecoder::Step::kError) {
+        LoseLocked(Status(StatusCode::kIoError, Prefix() + error));
+        break;
       }
-    } catch (const std::exception& e) {
-      LoseLocked(Status(StatusCode::kIoError, Prefix() + "protocol error: " + e.what()));
-    }
-    if (lost_.ok() && unpacker_.message_size() - message_start_ >= kMaxReplyBytes) {
-      LoseLocked(Status(StatusCode::kIoError,
-                        Prefix() + "the server sent a reply larger than " + std::to_string(kMaxReplyBytes) + " bytes"));
+      HandleReply(std::move(d));
+      if (!lost_.ok()) break;
     }
     cv_.notify_all();
     return true;
@@ -623,7 +718,7 @@ class BorgRpc::Impl {
     const int err_fd = proc_->stderr_fd();
     bool in_open = true, out_open = true, err_open = true, eof_reported = false, killed = false;
     bool was_paused = false;
-    Clock::time_point out_eof_at{}, resumed_at{};
+    Clock::time_point out_eof_at{}, resumed_at{}, stalled_since{};
     std::string writing;  // taken from outgoing_, being written
     size_t written = 0;
     char errbuf[16384];
@@ -731,6 +826,19 @@ class BorgRpc::Impl {
           now - std::max({last_recv_, busy_since_, resumed_at}) >= timeout_) {
         LoseLocked(Status(StatusCode::kIoError, Prefix() + "the server sent nothing for " + Seconds(timeout_) + " s"));
       }
+      // Paused with a reader waiting for a reply that has not come: borg answers in order and
+      // the readers take their replies in order, so the replies that fill the read-ahead were
+      // sent ahead of the one awaited. Reading stays paused (memory stays bounded) and after
+      // `timeout` the connection is lost instead of waiting for ever.
+      if (lost_.ok() && paused && starved_waiters_ > 0) {
+        if (stalled_since == Clock::time_point{}) stalled_since = now;
+        if (now - stalled_since >= timeout_) {
+          LoseLocked(Status(StatusCode::kIoError, Prefix() + "protocol error: the server's replies to later requests "
+                                                             "fill the read-ahead while an earlier one is awaited"));
+        }
+      } else {
+        stalled_since = Clock::time_point{};
+      }
       if (!killed && term_sent_ != Clock::time_point{} && out_open && now - term_sent_ >= kKillAfterTerm) {
         killed = true;
         proc_->Signal(SIGKILL);
@@ -750,8 +858,7 @@ class BorgRpc::Impl {
   std::atomic<uint64_t> bytes_received_{0};
 
   // Owned by the I/O thread.
-  msgpack::unpacker unpacker_;
-  uint64_t message_start_ = 0;  // unpacker_.parsed_size() where the current message began
+  ReplyDecoder decoder_;
   std::string err_line_;        // the stderr line being read (at most kStderrLineBytes + 1)
 
   mutable std::mutex mu_;
@@ -759,7 +866,8 @@ class BorgRpc::Impl {
   std::unordered_map<uint64_t, Slot> slots_;
   uint64_t next_id_ = 1;
   uint64_t awaited_ = 0;      // posted requests not answered yet (forgotten ones included)
-  uint64_t buffered_ = 0;     // bytes of replies arrived and not taken
+  uint64_t buffered_ = 0;     // bytes of replies arrived and not taken (their wire length)
+  uint64_t starved_waiters_ = 0;  // Wait calls blocked (not WaitUnlessBehind ones)
   std::string outgoing_;      // packed requests not yet handed to the I/O thread
   bool bytes_as_bin_ = false;
   bool established_ = false;  // negotiate answered
@@ -855,6 +963,12 @@ std::string BorgRpc::ServerVersionText() const {
 
 uint64_t BorgRpc::Post(Method m, std::vector<Arg> args) { return impl_->Post(m, args); }
 Result<RpcReply> BorgRpc::Wait(uint64_t msgid) { return impl_->Wait(msgid); }
+std::optional<Result<RpcReply>> BorgRpc::WaitUnlessBehind(uint64_t msgid) {
+  bool gave_up = false;
+  Result<RpcReply> r = impl_->Wait(msgid, std::nullopt, &gave_up);
+  if (gave_up) return std::nullopt;
+  return r;
+}
 void BorgRpc::Forget(uint64_t msgid) { impl_->Forget(msgid); }
 Status BorgRpc::Lost() const { return impl_->Lost(); }
 std::vector<std::string> BorgRpc::StderrTail() const { return impl_->StderrTail(); }

@@ -17,7 +17,9 @@
 // kMaxReplyArray entries in one array ends the connection ("lost: the server sent ..."); the
 // I/O thread stops reading the server's stdout while the replies read and not yet taken add up
 // to more than `max_buffered_bytes` (the server then blocks writing: back-pressure through the
-// pipe, memory stays bounded); stderr lines are cut at 4 KiB and only the last 20 are kept.
+// pipe, memory stays bounded; a reply counts its length on the wire); a Wait starved that way
+// for `timeout` (the server answered later requests before an earlier one, which borg never
+// does) ends the connection; stderr lines are cut at 4 KiB and only the last 20 are kept.
 //
 // Thread contract: Connect and Close on the main thread (Connect before any worker thread:
 // posix_spawnp). Post, Wait, Forget, Lost, StderrTail and ServerRebuiltIndex are safe for
@@ -85,6 +87,37 @@ struct RpcReply {
   bool ok() const { return exception_class.empty(); }
 };
 
+// The reply stream's pure part, no process and no thread: bytes the server wrote to its stdout
+// in, one decoded reply at a time out, with the bounds above (kMaxReplyBytes per reply on the
+// wire, kMaxReplyArray entries per array, 1000 per map, depth 8, no ext). The I/O thread feeds
+// it what it reads; fuzz/borg_rpc_reply_fuzzer.cc feeds it anything.
+class ReplyDecoder {
+ public:
+  ReplyDecoder();
+  // Room for `n` more bytes at the returned pointer; then Consumed(k), k <= n, for those written.
+  char* Reserve(size_t n);
+  void Consumed(size_t n);
+  void Feed(const char* data, size_t n);  // Reserve, copy, Consumed
+
+  enum class Step : uint8_t { kNeedMore, kReply, kError };
+  struct Decoded {
+    uint64_t msgid = 0;       // > 0, at most INT64_MAX
+    RpcReply reply;
+    uint64_t wire_bytes = 0;  // the reply's length on the wire (what back-pressure counts)
+  };
+  // The next complete reply; kNeedMore when the bytes so far end inside one; kError when the
+  // stream cannot go on (`error`: "protocol error: REASON" or "the server sent a reply larger
+  // than N bytes"; the bytes are not escaped: they are our own words). After kError every call
+  // answers kError.
+  Step Next(Decoded& out, std::string& error);
+  // Drops every byte fed and not decoded (after the connection was lost: drain and drop).
+  void Discard();
+
+ private:
+  msgpack::unpacker unpacker_;
+  std::string failed_;  // non-empty once Next answered kError
+};
+
 class BorgRpc {
  public:
   // Spawns the server (remote/ssh_process.h), starts the I/O thread and negotiates. kIoError
@@ -113,6 +146,11 @@ class BorgRpc {
   // stays posted); a reply that is an exception is an ok Result with !reply.ok().
   Result<RpcReply> Wait(uint64_t msgid);
   Result<RpcReply> Call(Method m, std::vector<Arg> args) { return Wait(Post(m, std::move(args))); }
+  // As Wait, for a caller that the reader of the replies ahead of `msgid` may itself be waiting
+  // for (a worker's second read while the main thread's gets fill the read-ahead bound): nullopt
+  // (and the reply forgotten) when, for a second on end, the reply has not come and the replies
+  // read and not taken fill max_buffered_bytes, so that the I/O thread reads no further.
+  std::optional<Result<RpcReply>> WaitUnlessBehind(uint64_t msgid);
   // The reply to `msgid` will not be waited for: dropped when it comes.
   void Forget(uint64_t msgid);
 

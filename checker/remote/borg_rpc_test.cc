@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "checker/base/msgpack_util.h"
+#include "checker/remote/borg_serve_service.h"
 
 using namespace borgcheck;
 using namespace borgcheck::remote;
@@ -585,6 +586,9 @@ TEST_CASE("back-pressure: replies larger than max_buffered_bytes all arrive", "[
   }
   // Give the server time to fill the pipe: nothing may be lost while we do not read.
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Reading paused once the first big reply was in: the 18 replies (5.4 MB) did not all come
+  // (each reply used to count 0 bytes, so the I/O thread never paused).
+  CHECK(rpc.BytesReceived() < 1'500'000);
   for (size_t i = 0; i < msgids.size(); ++i) {
     const std::string& id = ids[i % ids.size()];
     if (i % 7 == 3) {  // some are given up on: their replies are dropped when they come
@@ -695,4 +699,211 @@ TEST_CASE("ParseSegmentOffset", "[borg_rpc]") {
   CHECK_FALSE(ParseSegmentOffset("[segment 1, offset 2").has_value());
   CHECK_FALSE(ParseSegmentOffset("Object with key 01 not found").has_value());
   CHECK_FALSE(ParseSegmentOffset("").has_value());
+}
+
+TEST_CASE("WaitUnlessBehind gives up behind a full read-ahead instead of waiting for ever", "[borg_rpc]") {
+  if (!Have("/usr/bin/borg")) return;
+  TempDir dir;
+  const std::string repo = MakeRepo1(dir, "r1", 6, 300 * 1024);
+  BorgServeTarget t = ServeTarget(dir, "borg");
+  t.max_buffered_bytes = 64 * 1024;
+  t.timeout = std::chrono::milliseconds(10'000);
+  Result<std::unique_ptr<BorgRpc>> c = BorgRpc::Connect(t);
+  REQUIRE(c.ok());
+  BorgRpc& rpc = **c;
+  (void)CallOk(rpc, Method::kOpen, OpenArgs(repo));
+  const std::vector<std::string> ids =
+      IdsOf(CallOk(rpc, Method::kList, {{"limit", int64_t(100000)}, {"marker", Nil{}}}).result);
+  // Not behind anything: the reply comes.
+  {
+    std::optional<Result<RpcReply>> r = rpc.WaitUnlessBehind(rpc.Post(Method::kGet, {{"id", Raw{ids[0]}}}));
+    REQUIRE(r.has_value());
+    REQUIRE(r->ok());
+    CHECK((*r)->ok());
+  }
+  // The "pipeline": gets whose replies nobody takes yet fill the read-ahead.
+  std::vector<uint64_t> ahead;
+  for (int round = 0; round < 2; ++round) {
+    for (const auto& id : ids) ahead.push_back(rpc.Post(Method::kGet, {{"id", Raw{id}}}));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // A "worker's second read" behind them: it gives up (it used to wait until the pipeline's
+  // reader took them, which may be waiting for this worker: a deadlock).
+  const auto t0 = Clock::now();
+  std::optional<Result<RpcReply>> behind = rpc.WaitUnlessBehind(rpc.Post(Method::kGet, {{"id", Raw{ids[0]}}}));
+  CHECK_FALSE(behind.has_value());
+  CHECK(Clock::now() - t0 < std::chrono::seconds(5));
+  // Nothing is lost: the pipeline's replies all come, the forgotten one is dropped.
+  for (uint64_t m : ahead) {
+    Result<RpcReply> r = rpc.Wait(m);
+    REQUIRE(r.ok());
+    CHECK(r->ok());
+  }
+  CHECK(IntOf(CallOk(rpc, Method::kLen, {}).result) == int64_t(ids.size()));
+  CHECK(rpc.Lost().ok());
+}
+
+namespace {
+
+// A fake server in python3 (no msgpack module: a few lines pack and unpack what the client and
+// these tests use). argv[1] names the misbehaviour; the version it claims is argv[2].
+constexpr const char* kFakeServer = R"PY(
+import struct, sys
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+def rd(n):
+    b = inp.read(n)
+    if len(b) < n: sys.exit(0)
+    return b
+def unpack():
+    t = rd(1)[0]
+    if t <= 0x7f: return t
+    if t >= 0xe0: return t - 256
+    if 0x80 <= t <= 0x8f: return {unpack(): unpack() for _ in range(t & 15)}
+    if 0x90 <= t <= 0x9f: return [unpack() for _ in range(t & 15)]
+    if 0xa0 <= t <= 0xbf: return rd(t & 31)
+    if t == 0xc0: return None
+    if t in (0xc2, 0xc3): return t == 0xc3
+    if t in (0xc4, 0xd9): return rd(rd(1)[0])
+    if t in (0xc5, 0xda): return rd(struct.unpack('>H', rd(2))[0])
+    if t in (0xc6, 0xdb): return rd(struct.unpack('>I', rd(4))[0])
+    if t == 0xdc: return [unpack() for _ in range(struct.unpack('>H', rd(2))[0])]
+    if t == 0xde: n = struct.unpack('>H', rd(2))[0]; return {unpack(): unpack() for _ in range(n)}
+    fmt = {0xcc: '>B', 0xcd: '>H', 0xce: '>I', 0xcf: '>Q', 0xd0: '>b', 0xd1: '>h', 0xd2: '>i', 0xd3: '>q'}[t]
+    return struct.unpack(fmt, rd(struct.calcsize(fmt)))[0]
+def pack(v):
+    if v is None: return b'\xc0'
+    if isinstance(v, bool): return b'\xc3' if v else b'\xc2'
+    if isinstance(v, int):
+        if 0 <= v <= 0x7f: return bytes([v])
+        if -32 <= v < 0: return bytes([v + 256])
+        return b'\xd3' + struct.pack('>q', v)
+    if isinstance(v, str): v = v.encode(); return b'\xdb' + struct.pack('>I', len(v)) + v
+    if isinstance(v, bytes): return b'\xc6' + struct.pack('>I', len(v)) + v
+    if isinstance(v, list): return b'\xdd' + struct.pack('>I', len(v)) + b''.join(pack(x) for x in v)
+    if isinstance(v, dict): return b'\xdf' + struct.pack('>I', len(v)) + b''.join(pack(k) + pack(x) for k, x in v.items())
+def reply(i, r):
+    out.write(pack({'i': i, 'r': r})); out.flush()
+mode, version = sys.argv[1], [int(x) for x in sys.argv[2].split(',')]
+held = []
+while True:
+    req = unpack()
+    i, m = req[b'i'], req[b'm']
+    if m == b'negotiate': reply(i, {'server_version': version}); continue
+    if m == b'open': reply(i, b'\x07' * 32); continue
+    if mode == 'out-of-order' and m == b'get':
+        held.append(i)
+        if len(held) == 2: reply(held[1], b'\x00' * 200000)  # the later one first; the earlier never
+        continue
+    if mode == 'same-list' and m == b'list':
+        reply(i, [bytes([k % 256, k // 256 % 256, k // 65536]) + b'\x01' * 29 for k in range(100000)]); continue
+    if mode == 'same-scan-state' and m == b'scan':
+        reply(i, [[b'\x02' * 32], [3, 4]]); continue
+    if mode == 'same-scan-marker' and m == b'scan':
+        reply(i, [b'\x03' * 32] * 100000); continue
+    reply(i, None)
+)PY";
+
+BorgServeTarget FakeServerTarget(const TempDir& dir, const std::string& mode, const std::string& version) {
+  WriteFile(dir.path() + "/fake_server.py", kFakeServer);
+  return ScriptTarget(dir, "borg", "exec python3 '" + dir.path() + "/fake_server.py' " + mode + " " + version);
+}
+
+}  // namespace
+
+TEST_CASE("a server that answers a later get first: lost after the timeout, not a hang", "[borg_rpc]") {
+  if (!Have("/usr/bin/python3")) return;
+  TempDir dir;
+  BorgServeTarget t = FakeServerTarget(dir, "out-of-order", "1,2,4,-1");
+  t.max_buffered_bytes = 64 * 1024;
+  t.timeout = std::chrono::milliseconds(1'500);
+  Result<std::unique_ptr<BorgRpc>> c = BorgRpc::Connect(t);
+  REQUIRE(c.ok());
+  BorgRpc& rpc = **c;
+  const uint64_t first = rpc.Post(Method::kGet, {{"id", Raw{std::string(32, 'a')}}});
+  const uint64_t second = rpc.Post(Method::kGet, {{"id", Raw{std::string(32, 'b')}}});
+  const auto t0 = Clock::now();
+  Result<RpcReply> r = rpc.Wait(first);  // the second's 200 KB fill the read-ahead: reading pauses
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("connection to nohost lost: protocol error: the server's replies to later") == 0);
+  CHECK(Clock::now() - t0 < std::chrono::seconds(8));
+  Result<RpcReply> r2 = rpc.Wait(second);  // it had come: still takeable
+  CHECK(r2.ok());
+}
+
+TEST_CASE("BorgServeService: a list or scan that never ends is refused", "[borg_rpc]") {
+  if (!Have("/usr/bin/python3")) return;
+  struct Case {
+    const char* mode;
+    const char* version;
+    bool scan;
+    const char* message;
+  };
+  const Case cases[] = {
+      {"same-list", "1,2,4,-1", false, "borg serve on nohost answered list with the same batch again"},
+      {"same-scan-marker", "1,2,4,-1", true, "borg serve on nohost answered scan with the same batch again"},
+      {"same-scan-state", "2,0,0,-3,5", true, "borg serve on nohost answered scan with the same state again"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.mode);
+    TempDir dir;
+    Result<std::vector<std::unique_ptr<BorgRpc>>> sessions =
+        ConnectSessions(FakeServerTarget(dir, k.mode, k.version), 1);
+    REQUIRE(sessions.ok());
+    BorgServeService service(std::move(*sessions), "/repo", "nohost");
+    std::vector<io::ObjectId> ids;
+    const auto t0 = Clock::now();
+    const Status s = k.scan ? service.ScanIds(ids) : service.ListIds(ids);
+    CHECK(s.code() == StatusCode::kIoError);
+    CHECK(s.message() == k.message);
+    CHECK(ids.size() <= 200'000);
+    CHECK(Clock::now() - t0 < std::chrono::seconds(30));
+  }
+}
+
+TEST_CASE("ReplyDecoder: replies split anywhere, their wire length, sticky errors", "[borg_rpc]") {
+  // {"i": 1, "r": bin(32)} then {"i": 2, "exception_class": "X", "exception_short": ["a", "b"]}
+  const std::string one = "\x82\xa1i\x01\xa1r\xc4\x20"s + std::string(32, '\x11');
+  const std::string two = "\x83\xa1i\x02\xaf" "exception_class\xa1X\xaf" "exception_short\x92\xa1\x61\xa1\x62"s;
+  const std::string stream = one + two;
+  for (size_t cut = 0; cut <= stream.size(); ++cut) {
+    ReplyDecoder d;
+    ReplyDecoder::Decoded out;
+    std::string error;
+    std::vector<ReplyDecoder::Decoded> got;
+    d.Feed(stream.data(), cut);
+    while (d.Next(out, error) == ReplyDecoder::Step::kReply) got.push_back(std::move(out));
+    d.Feed(stream.data() + cut, stream.size() - cut);
+    ReplyDecoder::Step st;
+    while ((st = d.Next(out, error)) == ReplyDecoder::Step::kReply) got.push_back(std::move(out));
+    INFO("cut at " << cut);
+    CHECK(st == ReplyDecoder::Step::kNeedMore);
+    REQUIRE(got.size() == 2);
+    CHECK(got[0].msgid == 1);
+    CHECK(got[0].wire_bytes == one.size());
+    CHECK(RawOf(got[0].reply.result) == std::string(32, '\x11'));
+    CHECK(got[1].msgid == 2);
+    CHECK(got[1].wire_bytes == two.size());
+    CHECK(got[1].reply.exception_class == "X");
+    CHECK(got[1].reply.exception_message == "a\nb");
+  }
+  ReplyDecoder d;
+  ReplyDecoder::Decoded out;
+  std::string error;
+  d.Feed("\x01", 1);
+  CHECK(d.Next(out, error) == ReplyDecoder::Step::kError);
+  CHECK(error == "protocol error: a reply that is not a map");
+  d.Feed(one.data(), one.size());
+  CHECK(d.Next(out, error) == ReplyDecoder::Step::kError);  // stays failed
+  // A bin32 that claims 64 MiB + 1: refused once the message passes the bound.
+  ReplyDecoder big;
+  const std::string head = "\x82\xa1i\x01\xa1r\xc6\x04\x00\x00\x01"s;
+  big.Feed(head.data(), head.size());
+  const std::string zeros(1 << 20, '\0');
+  ReplyDecoder::Step st = ReplyDecoder::Step::kNeedMore;
+  for (int i = 0; i < 70 && st == ReplyDecoder::Step::kNeedMore; ++i) {
+    big.Feed(zeros.data(), zeros.size());
+    st = big.Next(out, error);
+  }
+  CHECK(st == ReplyDecoder::Step::kError);
+  CHECK(error == "the server sent a reply larger than " + std::to_string(kMaxReplyBytes) + " bytes");
 }

@@ -15,6 +15,8 @@ namespace {
 
 // borg's own batch for list and scan (LIST_SCAN_LIMIT): about 3.5 MB of ids per reply.
 constexpr int64_t kListBatch = 100'000;
+// More ids than a repository holds (2 GiB of ids): a server whose list or scan never ends.
+constexpr size_t kMaxIds = 64'000'000;
 
 Raw IdArg(const io::ObjectId& id) { return Raw{std::string(reinterpret_cast<const char*>(id.data()), id.size())}; }
 
@@ -40,6 +42,9 @@ bool AppendIds(const msgpack::object& arr, std::vector<io::ObjectId>& out, size_
   }
   return true;
 }
+
+// Whether a list/scan reply's id array is empty (or no array).
+bool AppendsNothing(const msgpack::object& arr) { return arr.type != msgpack::type::ARRAY || arr.via.array.size == 0; }
 
 }  // namespace
 
@@ -200,6 +205,14 @@ Status BorgServeService::ListIds(std::vector<io::ObjectId>& out) {
       return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered list with no id list");
     }
     if (n < size_t(kListBatch)) return Status::Ok();
+    // A full batch: the next one starts after its last id. The same marker again, or more ids
+    // than a repository holds, is a list that never ends.
+    if (marker && *marker == out.back()) {
+      return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered list with the same batch again");
+    }
+    if (out.size() > kMaxIds) {
+      return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " listed more ids than a repository holds");
+    }
     marker = out.back();
   }
 }
@@ -241,6 +254,9 @@ Status BorgServeService::ScanIds(std::vector<io::ObjectId>& out) {
       } else if (st.type != msgpack::type::NIL) {
         return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with a bad state");
       }
+      if (state && *state == next && !AppendsNothing(*ids)) {
+        return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with the same state again");
+      }
       state = std::move(next);
     }
     size_t n = 0;
@@ -248,8 +264,13 @@ Status BorgServeService::ScanIds(std::vector<io::ObjectId>& out) {
       return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with no id list");
     }
     if (n == 0 || (!with_state && n < size_t(kListBatch))) return Status::Ok();
-    if (!with_state) marker = out.back();
-    if (out.size() > 64'000'000) {
+    if (!with_state) {
+      if (marker && *marker == out.back()) {
+        return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with the same batch again");
+      }
+      marker = out.back();
+    }
+    if (out.size() > kMaxIds) {
       return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " scanned more ids than a repository holds");
     }
   }
@@ -263,17 +284,44 @@ uint64_t BorgServeService::PostGet(const io::ObjectId& id) {
 }
 
 io::GetReply BorgServeService::WaitGet(uint64_t ticket, ByteBuffer& payload) {
-  io::GetReply out;
   payload.Clear();
   if (ticket % kMaxSessions >= sessions_.size()) {
+    io::GetReply out;
     out.outcome = io::GetOutcome::kCouldNotRead;
     out.message = "no such get";
     return out;
   }
-  Result<RpcReply> r = sessions_[ticket % kMaxSessions]->Wait(ticket / kMaxSessions);
+  BorgRpc& session = *sessions_[ticket % kMaxSessions];
+  Result<RpcReply> r = session.Wait(ticket / kMaxSessions);
+  return ToGetReply(session, r, payload);
+}
+
+io::GetReply BorgServeService::GetUnlessBehind(const io::ObjectId& id, ByteBuffer& payload) {
+  payload.Clear();
+  std::vector<Arg> args;
+  args.push_back({"id", IdArg(id)});
+  const size_t k = size_t(next_.fetch_add(1, std::memory_order_relaxed) % sessions_.size());
+  BorgRpc& session = *sessions_[k];
+  std::optional<Result<RpcReply>> r = session.WaitUnlessBehind(session.Post(Method::kGet, std::move(args)));
+  if (!r) {
+    io::GetReply out;
+    out.outcome = io::GetOutcome::kCouldNotRead;
+    out.message = "its reply would wait behind replies read ahead and not yet taken";
+    return out;
+  }
+  return ToGetReply(session, *r, payload);
+}
+
+io::GetReply BorgServeService::ToGetReply(const BorgRpc& session, Result<RpcReply>& r, ByteBuffer& payload) const {
+  io::GetReply out;
   if (!r.ok()) {
-    out.outcome = r.status().code() == StatusCode::kInterrupted ? io::GetOutcome::kInterrupted : io::GetOutcome::kLost;
-    out.message = r.status().message();
+    // The connection's loss, or a stop signal; any other failure of the wait (none is
+    // expected) is no loss, but this object was not read all the same.
+    const bool lost = !session.Lost().ok();
+    out.outcome = r.status().code() == StatusCode::kInterrupted ? io::GetOutcome::kInterrupted
+                  : lost                                        ? io::GetOutcome::kLost
+                                                                : io::GetOutcome::kCouldNotRead;
+    out.message = r.status().message();  // its quoted parts escaped already (borg_rpc.cc)
     return out;
   }
   if (r->ok()) {

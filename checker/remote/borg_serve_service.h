@@ -46,6 +46,7 @@ class BorgServeService final : public io::ObjectService {
   uint64_t PostGet(const io::ObjectId& id) override;
   io::GetReply WaitGet(uint64_t ticket, ByteBuffer& payload) override;
   void Forget(uint64_t ticket) override;
+  io::GetReply GetUnlessBehind(const io::ObjectId& id, ByteBuffer& payload) override;
   Status Lost() const override;
   bool ServerRebuiltIndex() const override;
   std::string Describe() const override;
@@ -57,6 +58,8 @@ class BorgServeService final : public io::ObjectService {
  private:
   // A status for a reply that is an exception of a session call (open, list, ...).
   Status SessionError(const char* what, const RpcReply& r) const;
+  // A get's reply as GetReply.
+  io::GetReply ToGetReply(const BorgRpc& session, Result<RpcReply>& r, ByteBuffer& payload) const;
   // A call's reply, or the connection's loss.
   Result<RpcReply> CallChecked(Method m, std::vector<Arg> args);
 

@@ -223,7 +223,12 @@ void ServedSegmentSource::ReadUnit(size_t index, engine::UnitSink& sink) {
 io::SecondRead ServedSegmentSource::ReadAgain(const engine::ReadUnit&, uint64_t offset, Bytes first,
                                               ByteBuffer& scratch) const {
   if (offset >= order_.size()) return io::SecondRead::kUnreadable;
-  if (GetNow(order_[offset], scratch).outcome != io::GetOutcome::kOk) return io::SecondRead::kUnreadable;
+  // A worker holds the first read's block (in the in-flight budget) while it waits here: its get
+  // must not wait for ever behind the pipeline's replies, whose reader may be waiting for that
+  // budget (GetUnlessBehind gives up instead; the finding then stays unconfirmed).
+  if (service_.GetUnlessBehind(order_[offset], scratch).outcome != io::GetOutcome::kOk) {
+    return io::SecondRead::kUnreadable;
+  }
   const bool same = scratch.size() == first.size() && std::memcmp(scratch.data(), first.data(), first.size()) == 0;
   return same ? io::SecondRead::kSame : io::SecondRead::kDifferent;
 }
