@@ -385,6 +385,11 @@ int main(int argc, char** argv) {
     err.Write(fmt::format("borgcheck: borg's lock was released after {:.0f} s\n",
                           std::chrono::duration<double>(std::chrono::steady_clock::now() - *waiting_since).count()));
   }
+  // A stop signal that ended a wait for a remote server before the engine ran (reading the
+  // config over sftp, opening the repository through borg serve) is a stop like any other.
+  if (!outcome.stop_signal && outcome.status.code() == StatusCode::kInterrupted) {
+    if (const int sig = PendingStopSignal()) outcome.stop_signal = sig;
+  }
   // The server releases borg's lock when its session ends: before the report, not at exit.
   if (served) served->Close();
   const double finished_at = UnixNow();
