@@ -64,50 +64,32 @@ done
 exec "$@"
 """
 
-# A stand-in for ssh that passes the first N bytes of the server's replies, then cuts the
-# connection: borgcheck's end of it closes.
-CUT_RSH = """#!%s
+# A stand-in for ssh that passes the first N bytes of the server's replies, then either cuts
+# the connection (closes borgcheck's end of it: MARKER None) or stalls it (passes nothing more
+# and creates MARKER). Either way the server goes on as if the link were gone: what it writes is
+# dropped, and it ends (releasing borg's lock) when borgcheck closes its stdin.
+LIMIT_RSH = """#!%s
 import os, subprocess, sys
 args = sys.argv[1:]
 while args and args[0].startswith("-"):
     args = args[2:] if args[0] in ("-p", "-i", "-o", "-l", "-F") else args[1:]
 server = subprocess.Popen(args[1:], stdout=subprocess.PIPE)
-left = %d
+left, marker = %d, %r
 while left > 0:
     block = os.read(server.stdout.fileno(), min(left, 65536))
     if not block:
         break
     os.write(1, block)
     left -= len(block)
-os.close(1)
-# The server goes on as if the link were gone: what it writes is dropped, and it ends (releasing
-# borg's lock) when borgcheck closes its stdin.
+if marker is None:
+    os.close(1)
+else:
+    open(marker, "w").close()
 while os.read(server.stdout.fileno(), 65536):
     pass
 server.wait()
 """
 
-# A stand-in for ssh that passes the first N bytes of the server's replies, then passes nothing
-# more (a stalled link) and says so in a marker file; the server's further replies are dropped,
-# and it ends when borgcheck closes its stdin.
-STALL_RSH = """#!%s
-import os, subprocess, sys
-args = sys.argv[1:]
-while args and args[0].startswith("-"):
-    args = args[2:] if args[0] in ("-p", "-i", "-o", "-l", "-F") else args[1:]
-server = subprocess.Popen(args[1:], stdout=subprocess.PIPE)
-left = %d
-while left > 0:
-    block = os.read(server.stdout.fileno(), min(left, 65536))
-    if not block:
-        break
-    os.write(1, block)
-    left -= len(block)
-open(%r, "w").close()
-while os.read(server.stdout.fileno(), 65536):
-    pass
-server.wait()
-"""
 
 # What a served run cannot see, fixture by fixture: its exit code there and why. Every other
 # borg 1.x fixture's damage is in a live object's bytes, which the server hands over or refuses.
@@ -351,9 +333,12 @@ class Damage(ServeTestCase):
                                     timeout=120)
         self.assert_rc(served, cs.EXIT_INTEGRITY_ERRORS)
         records = self.json_records(served)
-        gap = [r for r in records if r["type"] == "finding" and "scan" in r["message"]]
-        self.assertEqual(len(gap), 1, served)
-        self.assertEqual(bad_ids(records), [damaged_id], served)
+        findings = sorted((r["stage"], r["severity"], r["chunk_id"], r["segment"]) for r in records
+                          if r["type"] == "finding")
+        # The scan gap (no chunk), and the damaged entry itself: the server's IntegrityError,
+        # at the segment it names.
+        self.assertEqual(findings, [("entry-crc", "error", damaged_id, 2), ("truncated", "error", None, None)], served)
+        self.assertIn("scan", [r for r in records if r["type"] == "finding" and r["stage"] == "truncated"][0]["message"])
         s = summary(records)
         self.assertEqual(s["objects_verified"], s["objects_total"] - 1, s)
 
@@ -411,7 +396,7 @@ class Errors(ServeTestCase):
         marker = os.path.join(self.server_home, "stalled")
         rsh = os.path.join(self.server_home, "rsh-stall")
         with open(rsh, "w") as f:
-            f.write(STALL_RSH % (sys.executable, 60000, marker))
+            f.write(LIMIT_RSH % (sys.executable, 60000, marker))
         os.chmod(rsh, 0o755)
         proc = self.start(["--json", "--verify-data", "--threads", "1", self.url(repo)],
                           dict(self.env(VERIFY), BORG_RSH=rsh))
@@ -447,7 +432,7 @@ class Errors(ServeTestCase):
         repo = self.copy("borg1/v1.2.4/repos/none")
         rsh = os.path.join(self.server_home, "rsh-cut")
         with open(rsh, "w") as f:
-            f.write(CUT_RSH % (sys.executable, 60000))
+            f.write(LIMIT_RSH % (sys.executable, 60000, None))
         os.chmod(rsh, 0o755)
         started = time.time()
         r = self.run_borgcheck(["--json", "--verify-data", "--threads", "1", "--remote-timeout", "20",

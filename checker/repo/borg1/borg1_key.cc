@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "checker/crypto/object_crypto.h"
 #include "checker/keys/key_files.h"
 #include "checker/keys/key_identity.h"
 #include "checker/keys/unlock.h"
@@ -38,6 +39,24 @@ Result<crypto::KeyMaterial> LoadBorg1Key(const std::string& repo_path, const Rep
   if (!won.ok()) return won.status();
   if (used != nullptr) *used = where;
   return std::move(*material);
+}
+
+Result<crypto::KeyMaterial> LoadCheckedBorg1Key(const std::string& repo_path, const RepoConfig& config,
+                                                crypto::KeyMode mode, std::vector<report::Finding>& findings,
+                                                std::string* used) {
+  Result<crypto::KeyMaterial> key = LoadBorg1Key(repo_path, config, mode, used);
+  if (!key.ok()) return key.status();
+  if (key->repository_id != config.id) {  // a repokey of another id (keys/key_identity.h)
+    findings.push_back(report::MakeFinding(report::Severity::kWarning, report::Stage::kKey, report::Location::None(),
+                                           nullptr,
+                                           keys::RepositoryIdMismatch("config", ToHex(AsBytes(key->repository_id)),
+                                                                      "config", config.id_hex)));
+  }
+  if (Status s = crypto::ValidateKeyMaterial(mode, &*key); !s.ok()) {
+    return Status(StatusCode::kCorruptMetadata,
+                  "the repository key does not fit mode " + std::string(crypto::KeyModeName(mode)) + ": " + s.message());
+  }
+  return key;
 }
 
 }  // namespace borgcheck::repo

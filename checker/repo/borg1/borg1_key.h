@@ -6,12 +6,14 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "checker/base/status.h"
 #include "checker/crypto/key_blob.h"
 #include "checker/crypto/key_mode.h"
 #include "checker/io/env.h"
 #include "checker/repo/borg1/borg1_config.h"
+#include "checker/report/finding.h"
 
 namespace borgcheck::repo {
 
@@ -21,5 +23,12 @@ namespace borgcheck::repo {
 // to where the key came from: "config" or the key file's path.
 Result<crypto::KeyMaterial> LoadBorg1Key(const std::string& repo_path, const RepoConfig& config,
                                          crypto::KeyMode mode, std::string* used = nullptr);
+
+// LoadBorg1Key, then the checks every borg 1.x source makes on what it loaded: a key of another
+// repository id than `config`'s is a warning added to `findings`; key material that does not fit
+// `mode` is kCorruptMetadata. `used` as LoadBorg1Key's.
+Result<crypto::KeyMaterial> LoadCheckedBorg1Key(const std::string& repo_path, const RepoConfig& config,
+                                                crypto::KeyMode mode, std::vector<report::Finding>& findings,
+                                                std::string* used);
 
 }  // namespace borgcheck::repo

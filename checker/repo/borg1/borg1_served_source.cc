@@ -114,19 +114,10 @@ Status Borg1ServedSource::LoadKey(engine::Plan& plan) {
     if (c != ' ' && c != '\t' && c != '\n' && c != '\r') config.key_base64.push_back(c);
   }
   std::string where;
-  Result<crypto::KeyMaterial> key = LoadBorg1Key(opts_.RepositoryName(), config, mode_, &where);
+  Result<crypto::KeyMaterial> key = LoadCheckedBorg1Key(opts_.RepositoryName(), config, mode_, plan.findings, &where);
   if (!key.ok()) return key.status();
-  plan.notes.push_back("key: " + (where == "config" ? std::string("the repository's (from the server)") : where));
+  plan.notes.push_back("key: " + (where == "config" ? std::string("the repository's (from the server)") : where));  // as every generation says which key it used
   key_ = std::move(key).value();
-  if (key_->repository_id != config.id) {
-    plan.findings.push_back(MakeFinding(Severity::kWarning, Stage::kKey, Location::None(), nullptr,
-                                        keys::RepositoryIdMismatch("config", ToHex(AsBytes(key_->repository_id)),
-                                                                   "config", config.id_hex)));
-  }
-  if (Status s = crypto::ValidateKeyMaterial(mode_, &*key_); !s.ok()) {
-    return Status(StatusCode::kCorruptMetadata,
-                  "the repository key does not fit mode " + std::string(crypto::KeyModeName(mode_)) + ": " + s.message());
-  }
   return Status::Ok();
 }
 

@@ -218,19 +218,10 @@ Status Borg1Source::LoadKey(engine::Plan& plan) {
   mode_ = *mode;
   if (!crypto::NeedsKey(mode_)) return Status::Ok();
   std::string where;
-  Result<crypto::KeyMaterial> key = LoadBorg1Key(plan_.path, config_, mode_, &where);
+  Result<crypto::KeyMaterial> key = LoadCheckedBorg1Key(plan_.path, config_, mode_, plan.findings, &where);
   if (!key.ok()) return key.status();
   plan.notes.push_back("key: " + where);  // as every generation says which key it used
   key_ = std::move(key).value();
-  if (key_->repository_id != config_.id) {  // a repokey of another id (keys/key_identity.h)
-    plan.findings.push_back(MakeFinding(Severity::kWarning, Stage::kKey, Location::None(), nullptr,
-                                        keys::RepositoryIdMismatch("config", ToHex(AsBytes(key_->repository_id)),
-                                                                   "config", config_.id_hex)));
-  }
-  if (Status s = crypto::ValidateKeyMaterial(mode_, &*key_); !s.ok()) {
-    return Status(StatusCode::kCorruptMetadata,
-                  "the repository key does not fit mode " + std::string(crypto::KeyModeName(mode_)) + ": " + s.message());
-  }
   return Status::Ok();
 }
 
