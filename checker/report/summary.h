@@ -41,6 +41,8 @@ struct RunSummary {
   std::string stopped;             // why it ended early: "" (it did not), "signal", "time-budget",
                                    // "connection-lost" (a remote store's connection)
   std::string subset;              // the slice read, "3/7" ("" none)
+  std::string shard;               // --shard: "3/8" (engine/shard.h); "" not a shard
+  uint32_t merged_shards = 0;      // the merge's final pass: how many shards it merged (0 none)
   std::string subset_label;        // how it was chosen: "3/7", "3/7 (daily/week, 2026-12-02, Wednesday)"
   double sample_fraction = 0;      // --sample: the share of objects sampled (0: no sample)
   uint64_t sample_seed = 0;        // and its seed (repeat with --sample-seed)
