@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "checker/base/text_escape.h"
 #include "checker/cli/cli_args.h"
 #include "checker/cli/run_main.h"
 #include "checker/report/exit_codes.h"
@@ -25,7 +24,8 @@ namespace {
 
 Status Refused(std::string message) { return Status(StatusCode::kInvalidArgument, std::move(message)); }
 
-std::string Name(const RunFile& f) { return f.name == "-" ? std::string("standard input") : EscapeText(f.name); }
+// Messages keep the raw bytes: the text reporter escapes a message as a whole when it prints it.
+std::string Name(const RunFile& f) { return f.name == "-" ? std::string("standard input") : f.name; }
 
 // The file's whole text, at most kMaxRunFileBytes.
 Result<std::string> ReadRunText(const std::string& name) {
@@ -34,7 +34,7 @@ Result<std::string> ReadRunText(const std::string& name) {
   std::ifstream file;
   if (name != "-") {
     file.open(name, std::ios::binary);
-    if (!file) return Status(StatusCode::kIoError, "cannot open " + EscapeText(name) + ": " + std::strerror(errno));
+    if (!file) return Status(StatusCode::kIoError, "cannot open " + name + ": " + std::strerror(errno));
     in = &file;
   }
   char buf[1 << 16];
@@ -42,11 +42,11 @@ Result<std::string> ReadRunText(const std::string& name) {
     in->read(buf, sizeof buf);
     text.append(buf, size_t(in->gcount()));
     if (text.size() > kMaxRunFileBytes) {
-      return Refused(fmt::format("{} is larger than {} GiB: not a run's output", name == "-" ? "standard input" : EscapeText(name),
+      return Refused(fmt::format("{} is larger than {} GiB: not a run's output", name == "-" ? "standard input" : name,
                                  kMaxRunFileBytes >> 30));
     }
   }
-  if (in->bad()) return Status(StatusCode::kIoError, "cannot read " + EscapeText(name));
+  if (in->bad()) return Status(StatusCode::kIoError, "cannot read " + name);
   return text;
 }
 
@@ -78,7 +78,7 @@ Result<RunFile> ParseRunFile(std::string name, std::string_view text) {
     }
     const std::string type = j["type"].get<std::string>();
     if (f.summary || f.error) {
-      return Refused(where() + ": a record after the run's end (" + EscapeText(type) +
+      return Refused(where() + ": a record after the run's end (" + type +
                      "): each run's output goes in a file of its own");
     }
     if (type == "progress") continue;
@@ -105,7 +105,7 @@ Result<RunFile> ParseRunFile(std::string name, std::string_view text) {
     } else if (type == "fleet") {
       return Refused(where() + ": a fleet report; merge the runs it was made of instead");
     } else {
-      return Refused(where() + ": unknown record type " + EscapeText(type));
+      return Refused(where() + ": unknown record type " + type);
     }
   }
   if (!f.summary && !f.error) {
@@ -118,9 +118,12 @@ Result<RunFile> ParseRunFile(std::string name, std::string_view text) {
 Result<MergeInput> PlanMerge(std::vector<RunFile> files) {
   MergeInput in;
   if (files.empty()) return Refused("nothing to merge: name the files of the runs (or - for standard input)");
+  // A file with only an error record is a run that could not start (a wrong passphrase, a
+  // held lock): it says nothing of whether it was a shard.
   bool any_shard = false, any_run = false;
   for (const RunFile& f : files) {
-    const bool is_shard = f.shard || (f.summary && !f.summary->shard.empty());
+    if (!f.summary) continue;
+    const bool is_shard = f.shard || !f.summary->shard.empty();
     (is_shard ? any_shard : any_run) = true;
   }
   if (!any_shard) {
@@ -137,11 +140,17 @@ Result<MergeInput> PlanMerge(std::vector<RunFile> files) {
                                                                              : "file " + f.name;
       if (auto [it, added] = seen.emplace(key, f.name); !added) {
         return Refused(fmt::format("{} and {} are runs of the same repository ({}): merge one run per repository",
-                                   EscapeText(it->second), Name(f), EscapeText(key)));
+                                   it->second, Name(f), key));
       }
     }
     in.runs = std::move(files);
     return in;
+  }
+  for (const RunFile& f : files) {
+    if (!f.summary) {
+      return Refused(fmt::format("{}: the run could not start (exit {}: {}). Run that shard again, then merge", Name(f),
+                                 f.exit_code, f.error ? f.error->message() : std::string("no record")));
+    }
   }
   if (any_run) {
     return Refused("the files mix shards (--shard) and whole runs: merge each repository's shards first "
@@ -155,7 +164,7 @@ Result<MergeInput> PlanMerge(std::vector<RunFile> files) {
                         : f.summary && !f.summary->stopped.empty() ? "it was stopped (" + f.summary->stopped + ")"
                                                                    : "it holds no shard record";
       const std::string which = f.summary && !f.summary->shard.empty() ? "shard " + f.summary->shard : "the shard";
-      return Refused(fmt::format("{}: {} did not finish: {}. Run it again, then merge", Name(f), which, EscapeText(why)));
+      return Refused(fmt::format("{}: {} did not finish: {}. Run it again, then merge", Name(f), which, why));
     }
     const engine::ShardResult& s = *f.shard;
     if (!first) first = &f;
@@ -163,8 +172,8 @@ Result<MergeInput> PlanMerge(std::vector<RunFile> files) {
     if (s.repository_id != a.repository_id || s.repository != a.repository || s.format != a.format) {
       return Refused(fmt::format("{} and {} are shards of different repositories ({} {} and {} {}): merge each "
                                  "repository's shards on their own",
-                                 Name(*first), Name(f), EscapeText(a.repository), a.repository_id,
-                                 EscapeText(s.repository), s.repository_id));
+                                 Name(*first), Name(f), a.repository, a.repository_id,
+                                 s.repository, s.repository_id));
     }
     if (s.transaction != a.transaction) {
       return Refused(fmt::format("{} checked transaction {}, {} transaction {}: the repository changed between the "
@@ -294,7 +303,7 @@ int MergeMain(std::vector<std::string> args, report::OutputStream& out, report::
   } catch (const CLI::ParseError& e) {
     const bool json = std::find(args.begin(), args.end(), "--json") != args.end();
     if (json && e.get_exit_code() != 0) {
-      report::MakeJsonReporter(out)->PrintError(Status(StatusCode::kInvalidArgument, EscapeText(e.what())),
+      report::MakeJsonReporter(out)->PrintError(Status(StatusCode::kInvalidArgument, e.what()),
                                                 report::kExitCouldNotRun);
       return report::kExitCouldNotRun;
     }

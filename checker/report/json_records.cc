@@ -354,6 +354,8 @@ json SummaryJson(const RunSummary& s, int exit_code) {
           {"complete", s.complete},
           {"stopped", OptionalText(s.stopped)},
           {"subset", OptionalText(s.subset)},
+          {"shard", OptionalText(s.shard)},
+          {"merged_shards", s.merged_shards ? json(s.merged_shards) : json(nullptr)},
           {"sample_fraction", s.sample_fraction > 0 ? json(s.sample_fraction) : json(nullptr)},
           {"sample_seed", s.sample_fraction > 0 ? json(s.sample_seed) : json(nullptr)},
           {"bytes_total", s.bytes_total},
@@ -457,6 +459,11 @@ Result<RunSummary> ParseSummaryJson(const json& j, int* exit_code) try {
   r.Bool("complete", s.complete);
   r.Text("stopped", s.stopped, Presence::kNullable);
   r.Text("subset", s.subset, Presence::kNullable);
+  // Added with --shard and merge (docs/distributed.md): absent in a summary of an older version.
+  r.Text("shard", s.shard, Presence::kOptional);
+  if (const json* m = r.Value("merged_shards", Presence::kOptional); m && !m->is_null()) {
+    r.Unsigned("merged_shards", s.merged_shards);
+  }
   r.Number("sample_fraction", s.sample_fraction, Presence::kNullable);
   const bool has_seed = r.Value("sample_seed", Presence::kNullable) != nullptr;
   if (has_seed) r.Unsigned("sample_seed", s.sample_seed);

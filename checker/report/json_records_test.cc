@@ -192,6 +192,8 @@ RunSummary FullSummary() {
   s.complete = false;
   s.stopped = "time-budget";
   s.subset = "3/7";
+  s.shard = "2/5";  // not with a subset in a real run; here for the round trip
+  s.merged_shards = 4;
   s.sample_fraction = 0.125;
   s.sample_seed = 18446744073709551615u;
   s.bytes_total = 1 << 30;
@@ -381,7 +383,8 @@ TEST_CASE("a finding without a field, or with one of the wrong type, is refused"
 
 TEST_CASE("a summary without a field, or with one of the wrong type, is refused", "[json_records]") {
   const auto parse = [](const json& j) { return ParseSummaryJson(j, nullptr); };
-  CheckEveryField(SummaryJson(FullSummary(), 90), parse, {"version", "started_at", "finished_at", "repository_id"});
+  CheckEveryField(SummaryJson(FullSummary(), 90), parse, {"version", "started_at", "finished_at", "repository_id", "shard",
+                                                                    "merged_shards"});
   for (const auto& item : SummaryJson(FullSummary(), 90)["coverage"].items()) {
     if (item.key() == "oldest_unit_age_s") continue;  // derived: not read
     json j = SummaryJson(FullSummary(), 90);

@@ -2,7 +2,6 @@
 
 #include "checker/engine/shard.h"
 #include "checker/schedule/shard_split.h"
-#include "checker/base/text_escape.h"
 
 #include <algorithm>
 #include <limits>
@@ -648,11 +647,11 @@ Status PartialRun::PrepareFinishShards(const Plan& plan, report::RunSummary& sum
   for (const engine::ShardResult& s : opts_.finish_shards->shards) {
     for (const std::string& key : s.units) {
       auto it = by_key.find(key);
-      if (it == by_key.end()) return changed(fmt::format("shard {}/{} read {}, which is not in the repository now", s.k, s.n, EscapeText(key)));
+      if (it == by_key.end()) return changed(fmt::format("shard {}/{} read {}, which is not in the repository now", s.k, s.n, key));
       if (shard_of[it->second]) {
         return Status(StatusCode::kInvalidArgument, fmt::format("shards {} and {} of {} both read {}: they were not "
                                                                 "split from the same plan",
-                                                                shard_of[it->second], s.k, s.n, EscapeText(key)));
+                                                                shard_of[it->second], s.k, s.n, key));
       }
       shard_of[it->second] = s.k;
       units_[it->second].read.store(1);
@@ -661,7 +660,7 @@ Status PartialRun::PrepareFinishShards(const Plan& plan, report::RunSummary& sum
     read += s.bytes_read;
   }
   for (size_t u = 0; u < plan.units.size(); ++u) {
-    if (!shard_of[u]) return changed(fmt::format("no shard read {}", EscapeText(views_[u].key)));
+    if (!shard_of[u]) return changed(fmt::format("no shard read {}", views_[u].key));
   }
   bytes_read_.store(read);
   sum.merged_shards = uint32_t(opts_.finish_shards->shards.size());

@@ -37,18 +37,22 @@ def fixtures():
     return out
 
 
-class Shards(cs.CliTestCase):
+class ShardCase(cs.CliTestCase):
+    """Helpers: the keys of every fixture, shard runs, comparable records."""
+
     def setUp(self):
         super().setUp()
         # Every fixture's key file in one folder: borgcheck finds a repository's by its id.
         self.keys = os.path.join(self.tmp, "keys")
         os.mkdir(self.keys)
         root = os.path.join(cs.SHARED, "fixtures")
-        for dirpath, _, names in os.walk(root):
-            for n in names:
+        count = 0
+        for dirpath, _, names in sorted(os.walk(root)):
+            for n in sorted(names):
                 p = os.path.join(dirpath, n)
                 if n.endswith(".key") or (os.path.basename(dirpath) == "keys" and "borg2master" in dirpath):
-                    shutil.copy(p, os.path.join(self.keys, "%s_%s" % (abs(hash(dirpath)), n)))
+                    count += 1
+                    shutil.copy(p, os.path.join(self.keys, "%d_%s" % (count, n)))
         self.env = {"BORG_PASSPHRASE": cs.PASSPHRASE, "BORG_KEYS_DIR": self.keys}
 
     def copy(self, gen, rel):
@@ -66,8 +70,9 @@ class Shards(cs.CliTestCase):
         files = []
         for k in range(1, n + 1):
             procs[k] = self.start(args(k), self.env)
+        results = {k: self.finish(procs[k], timeout=120) for k in range(1, n + 1)}
         for k in range(1, n + 1):
-            r = self.finish(procs[k], timeout=120)
+            r = results[k]
             self.assertIn(r.rc, (cs.EXIT_OK, cs.EXIT_WARNINGS, cs.EXIT_INTEGRITY_ERRORS), r)
             recs = self.records(r)
             self.assertEqual([x["type"] for x in recs[-2:]], ["shard", "summary"], r)
@@ -113,6 +118,9 @@ class Shards(cs.CliTestCase):
                                 units += rec["units"]
                 self.assertEqual(len(units), len(set(units)))
 
+
+
+class Shards(ShardCase):
     def test_every_fixture_merges_to_the_unsharded_verdict(self):
         cases = fixtures()
         self.assertGreaterEqual(len(cases), 60)
@@ -125,7 +133,7 @@ class Shards(cs.CliTestCase):
             self.assert_merge_equals_unsharded(gen, rel, [1, 2, 7])
 
 
-class Refusals(Shards):
+class Refusals(ShardCase):
     def setUp(self):
         super().setUp()
         self.repo = self.copy("borg1", "v1.2.4/repos/repokey")
@@ -206,7 +214,7 @@ class Refusals(Shards):
                 self.assertIn(needle, r.stdout + r.stderr)
 
 
-class Fleet(Shards):
+class Fleet(ShardCase):
     def test_five_repositories_one_damaged(self):
         cases = [("borg1", "v1.2.4/repos/repokey"), ("borg1", "v1.4.4/repos/none"), ("borg2b5", "repokey-aes-ocb"),
                  ("borg2master", "repos/aes256-ocb_sha256_repokey"), ("borg1", "corrupt/id-authenticated")]
