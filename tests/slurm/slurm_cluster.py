@@ -13,8 +13,9 @@ PIDs (reverse order: slurmd, slurmctld, munged), on a failed start too:
   1. munged --foreground with its own key, socket, pid, seed and log files (/etc/munge and
      /run/munge are never used). `--force`: munged refuses a socket under a world-writable
      folder such as /tmp otherwise; its permission checks protect a real key, not this one.
-  2. slurm.conf: the node line `slurmd -C` prints (this machine's name, CPUs and memory) with
-     NodeAddr=127.0.0.1, SlurmctldHost NAME(127.0.0.1), two free ports picked now,
+  2. slurm.conf: one node, named as `slurmd -C` says (this machine's short host name), with its
+     memory and at least MIN_CPUS CPUs (config_overrides), NodeAddr=127.0.0.1, SlurmctldHost
+     NAME(127.0.0.1), two free ports picked now,
      `AuthInfo=socket=...` so every daemon and command talks to our munged, proctrack/linuxproc
      and task/none (no cgroups), no accounting, state in the temporary folder, and the
      scheduler started at once on every event (batch_sched_delay=0, sched_min_interval=0).
@@ -31,14 +32,15 @@ process is ever signalled. Then the folder is removed.
 Slurm commands find the cluster through SLURM_CONF, which only env() sets: this process's own
 environment is left alone, so a system cluster, if any, is never addressed by mistake.
 
-Runs as root (CI: a fresh Debian 12 machine without systemd; jobs run as root). The daemons,
-key and ports are this cluster's own, so it runs beside a system Slurm or another test's
-cluster. Needs Debian's munge, slurmctld, slurmd and slurm-client (ci/install-deps);
+Runs as root (CI: a fresh Debian 12 machine without systemd) or as any other user: the daemons
+run as the user that starts them (SlurmUser, SlurmdUser), and so do the jobs. The daemons, key
+and ports are this cluster's own, so it runs beside a system Slurm or another test's cluster. Needs Debian's munge, slurmctld, slurmd and slurm-client (ci/install-deps);
 skip_unless_available() raises unittest.SkipTest naming what is missing.
 Background: ../shared/design/slurm-local.sh. Python 3 standard library only.
 """
 
 import os
+import pwd
 import shutil
 import signal
 import socket
@@ -106,12 +108,18 @@ class SlurmCluster:
     NODE_TIMEOUT = 30
     STEP_TIMEOUT = 10
     DAEMON_STOP_TIMEOUT = 10
+    # The node offers at least this many CPUs (SlurmdParameters=config_overrides: more than the
+    # machine has), so that small test jobs run side by side rather than queue behind each
+    # other's start and end; they share the real cores.
+    MIN_CPUS = 8
 
     def __init__(self, parent=None):
         self.parent = parent
         self.dir = None
         self.conf = None
-        self.node = None
+        self.node = None  # the node's name: this machine's short host name
+        self.cpus = None
+        self.memory = None
         self.ports = None
         self.procs = []  # (name, Popen), in start order
 
@@ -125,10 +133,9 @@ class SlurmCluster:
             os.chmod(self.dir, 0o755)
             for sub in ("etc", "ctld", "spool", "log", "run", "munge"):
                 os.mkdir(self.path(sub), 0o755)
-            os.chmod(self.path("munge"), 0o700)
             self.conf = self.path("etc", "slurm.conf")
             self._start_munged()
-            self.node = self._node_line()
+            self._probe_node()
             for _ in range(3):  # a port taken between free_port() and the bind: new ports
                 self.ports = (free_port(), free_port())
                 self._write_conf()
@@ -259,17 +266,20 @@ class SlurmCluster:
             time.sleep(0.05)
         raise ClusterError("munged did not answer within %d s" % self.MUNGED_TIMEOUT + self._logs())
 
-    def _node_line(self):
-        """`slurmd -C`'s first line: NodeName=<this host> CPUs=... RealMemory=..."""
+    def _probe_node(self):
+        """This machine's node name, CPUs and memory, from `slurmd -C`'s first line
+        (NodeName=<host> CPUs=2 Boards=1 ... RealMemory=24105)."""
         p = subprocess.run([_find("slurmd"), "-C"], stdin=subprocess.DEVNULL, capture_output=True, text=True,
                            check=True, env=self.env())
-        line = p.stdout.splitlines()[0]
-        if not line.startswith("NodeName="):
-            raise ClusterError("slurmd -C printed no NodeName line:\n" + p.stdout + p.stderr)
-        return line
+        fields = dict(f.split("=", 1) for f in p.stdout.splitlines()[0].split() if "=" in f)
+        if not {"NodeName", "CPUs", "RealMemory"} <= set(fields):
+            raise ClusterError("slurmd -C printed no node line:\n" + p.stdout + p.stderr)
+        self.node = fields["NodeName"]
+        self.cpus = max(int(fields["CPUs"]), self.MIN_CPUS)
+        self.memory = int(fields["RealMemory"])
 
     def _write_conf(self):
-        name = self.node.split()[0].split("=", 1)[1]
+        name = self.node
         ctld_port, slurmd_port = self.ports
         text = """\
 # A one-node test cluster (tests/slurm/slurm_cluster.py); everything under {dir}.
@@ -277,8 +287,9 @@ ClusterName=borgcheck-test
 SlurmctldHost={name}(127.0.0.1)
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
-SlurmUser=root
-SlurmdUser=root
+SlurmUser={user}
+SlurmdUser={user}
+SlurmdParameters=config_overrides
 AuthType=auth/munge
 CryptoType=crypto/munge
 AuthInfo=socket={munge}
@@ -307,10 +318,10 @@ MessageTimeout=10
 InactiveLimit=0
 KillWait=5
 MinJobAge=300
-{node} NodeAddr=127.0.0.1 State=UNKNOWN
+NodeName={name} CPUs={cpus} RealMemory={memory} NodeAddr=127.0.0.1 State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
-""".format(dir=self.dir, name=name, ctld_port=ctld_port, slurmd_port=slurmd_port, munge=self.munge_socket,
-           node=self.node)
+""".format(dir=self.dir, user=pwd.getpwuid(os.geteuid()).pw_name, name=name, ctld_port=ctld_port, slurmd_port=slurmd_port, munge=self.munge_socket,
+           cpus=self.cpus, memory=self.memory)
         with open(self.conf, "w") as f:
             f.write(text)
 
@@ -331,7 +342,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
 
     def _start_slurmd(self):
         proc = self._spawn("slurmd", [_find("slurmd"), "-D", "-f", self.conf])
-        name = self.node.split()[0].split("=", 1)[1]
+        name = self.node
         deadline = time.monotonic() + self.NODE_TIMEOUT
         state = ""
         while time.monotonic() < deadline:
@@ -351,7 +362,7 @@ PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscrib
             time.sleep(0.1)
 
     def _step_sockets(self):
-        prefix = self.node.split()[0].split("=", 1)[1] + "_"
+        prefix = self.node + "_"
         try:
             return [n for n in os.listdir(self.path("spool")) if n.startswith(prefix)]
         except OSError:
