@@ -17,7 +17,8 @@
 #   BORGCHECK                  the borgcheck binary on the nodes (default: borgcheck on PATH)
 #   BORGCHECK_OPTIONS          more options for every borgcheck check (split on blanks)
 #   BORGCHECK_MERGE_OPTIONS    options for borgcheck merge (split on blanks), e.g. "--json -v"
-#   BORGCHECK_METRICS_FILE     where the merge writes its metrics (default OUTDIR/borgcheck.prom)
+#   BORGCHECK_METRICS_FILE     shards: where the merge writes the metrics (default OUTDIR/borgcheck.prom)
+#   BORGCHECK_METRICS_DIR      fleet: where each run writes its repo-I.prom (default OUTDIR)
 #   BORGCHECK_SLURM_DIR        the folder of the .sbatch scripts (default: this script's folder)
 # The job scripts and docs/distributed.md say the rest.
 set -euo pipefail

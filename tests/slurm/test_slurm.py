@@ -17,11 +17,12 @@ What is checked:
     segment, so that findings come from more than one unit); every shard task left its
     shard-K-of-3.jsonl.
   * A task killed mid-run (a BORGCHECK wrapper that SIGKILLs itself for shard 2 of 3, as a
-    preemption would): the task leaves only shard-2-of-3.jsonl.partial, and the merge exits 2,
-    naming shard 2 of 3 as missing.
-  * A fleet of 5 repositories (copies; one damaged; one path with a space; the list with a
-    comment and a blank line): overall exit 90, the damaged one named with its verdict
-    (integrity-errors, exit 90), the 4 others ok.
+    preemption would): the task leaves only shard-2-of-3.jsonl.partial, and the merge exits 2
+    with one error record naming shard 2 of 3 as missing (also in the merge job's output).
+  * A fleet of 5 repositories (copies of three generations; one damaged; one path with a space;
+    the list with a comment and a blank line): overall exit 90, the fleet record names the
+    damaged one with its verdict (integrity-errors, exit 90, 1 error) and the 4 others ok;
+    the damaged one's finding exactly; each run wrote its own metrics.
 All jobs are submitted at once and waited for together (bounded), while the unsharded runs go
 on here, so the whole test costs a few seconds beyond the cluster's start.
 
@@ -72,8 +73,11 @@ SCENARIOS = {
                        {(MASTER_BITFLIP, "authentication", "[pack f4f4b0ae3ad6328c47e99e87c6df4d5842d72677c5d33ebf69a9d619233c0096, offset 1295867]"),
                         (None, "segment", "[pack f4f4b0ae3ad6328c47e99e87c6df4d5842d72677c5d33ebf69a9d619233c0096]")}),
 }
-FLEET_CLEAN = "borg1/v1.2.4/repos/repokey"
-FLEET_DAMAGED = "borg1/corrupt/mac-repokey"
+# A fleet: five repositories of three generations, each with its own repository id (the merge
+# refuses two runs of one repository); the third one damaged.
+FLEET = ("borg1/v1.2.4/repos/repokey-blake2", "borg1/v1.4.4/repos/repokey", "borg1/corrupt/mac-repokey",
+         "borg2b5/repokey-aes-ocb", "borg2master/repos/chacha20-poly1305_sha256_repokey")
+FLEET_DAMAGED = 2
 
 # Kills itself (SIGKILL, as a preemption ends a task) when asked for shard 2 of 3, else runs
 # the real binary.
@@ -159,10 +163,9 @@ class SlurmJobs(unittest.TestCase):
             cls.expected[name] = (rc, set(expect))
         chunk, seg, off = flip_second_object(repos["borg1-damaged"])
         cls.expected["borg1-damaged"][1].add((chunk, "authentication", "[segment %d, offset %d]" % (seg, off)))
-        killed_repo = copy_fixture(FLEET_CLEAN, os.path.join(cls.tmp, "killed"))
-        fleet = [copy_fixture(FLEET_CLEAN, os.path.join(cls.tmp, "fleet", "repo %d" % i if i == 2 else "repo%d" % i))
-                 for i in range(1, 5)]
-        fleet.insert(2, copy_fixture(FLEET_DAMAGED, os.path.join(cls.tmp, "fleet", "damaged")))
+        killed_repo = copy_fixture(SCENARIOS["borg1-clean"][0], os.path.join(cls.tmp, "killed"))
+        fleet = [copy_fixture(rel, os.path.join(cls.tmp, "fleet", "repo %d" % i if i == 2 else "repo%d" % i))
+                 for i, rel in enumerate(FLEET, 1)]
         cls.fleet = fleet
         fleet_list = os.path.join(cls.tmp, "fleet.list")
         with open(fleet_list, "w") as f:
@@ -256,23 +259,37 @@ class SlurmJobs(unittest.TestCase):
         out = self.out["killed"]
         self.assertFalse(os.path.exists(os.path.join(out, "shard-2-of-3.jsonl")))
         self.assertTrue(os.path.exists(os.path.join(out, "shard-2-of-3.jsonl.partial")))
-        [(_, _, rc)] = self.tasks["killed"]["merge"]
-        with open(os.path.join(out, "merge.log")) as f:
-            log = f.read()
+        rc, records, _log = self.merged("killed")
         self.assertEqual(rc, cs.EXIT_COULD_NOT_RUN, self.context("killed"))
-        self.assertIn("shard 2 of 3 is missing", log)
+        # --json: the refusal is the report's one record.
+        [error] = records
+        self.assertEqual((error["type"], error["code"], error["exit_code"]),
+                         ("error", "invalid-argument", cs.EXIT_COULD_NOT_RUN), error)
+        self.assertIn("shard 2 of 3 is missing", error["message"])
+        # Slurm's output of the merge job says it too.
+        [merge_out] = [n for n in os.listdir(out) if n == "slurm-%s.out" % self.jobs["killed"]["merge"]]
+        with open(os.path.join(out, merge_out)) as f:
+            self.assertIn("shard 2 of 3 is missing", f.read())
 
     # -- a fleet --------------------------------------------------------------------------------
 
     def test_fleet_of_five_with_one_damaged(self):
+        want_codes = [cs.EXIT_INTEGRITY_ERRORS if i == FLEET_DAMAGED else cs.EXIT_OK for i in range(len(FLEET))]
         self.assertEqual([(t[0], t[2]) for t in self.tasks["fleet"]["fleet"]],
-                         [(1, 0), (2, 0), (3, 90), (4, 0), (5, 0)], self.context("fleet"))
-        rc, records, log = self.merged("fleet")
+                         list(zip(range(1, len(FLEET) + 1), want_codes)), self.context("fleet"))
+        rc, records, _log = self.merged("fleet")
         self.assertEqual(rc, cs.EXIT_INTEGRITY_ERRORS, self.context("fleet"))
-        verdicts = {r["repository"]: (r["verdict"], r["exit_code"]) for r in records if r["type"] == "summary"}
-        want = {repo: ("ok", 0) for repo in self.fleet}
-        want[self.fleet[2]] = ("integrity-errors", 90)
-        self.assertEqual(verdicts, want, self.context("fleet"))
+        [fleet] = [r for r in records if r["type"] == "fleet"]
+        self.assertEqual((fleet["verdict"], fleet["exit_code"]), ("integrity-errors", cs.EXIT_INTEGRITY_ERRORS))
+        got = {r["repository"]: (r["verdict"], r["exit_code"], r["errors"]) for r in fleet["repositories"]}
+        want = {repo: ("ok", cs.EXIT_OK, 0) for repo in self.fleet}
+        want[self.fleet[FLEET_DAMAGED]] = ("integrity-errors", cs.EXIT_INTEGRITY_ERRORS, 1)
+        self.assertEqual(got, want, self.context("fleet"))
+        # The damaged repository's finding, exactly, with its summary.
+        self.assertEqual(findings(records), {(MAC_REPOKEY, "authentication", "[segment 2, offset 8]")})
+        # Each run wrote its own metrics.
+        for i in range(1, len(FLEET) + 1):
+            self.assertTrue(os.path.isfile(os.path.join(self.out["fleet"], "repo-%d.prom" % i)), i)
 
 
 if __name__ == "__main__":
