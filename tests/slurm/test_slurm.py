@@ -12,10 +12,12 @@ What is checked:
     2.0.0b5, borg2 master), clean and damaged, as N=3 shards and merged, against
     `borgcheck --verify-data --json` on the same copy: the same exit code (the merge job's, from
     slurmctld), the same set of (chunk_id, stage, location) of the findings, and the same
-    objects_total and objects_verified; the damaged ones' findings are the exact expected ones
-    (the fixtures' damaged object, and for borg 1.x a second byte flipped here in another
-    segment, so that findings come from more than one unit); every shard task left its
-    shard-K-of-3.jsonl.
+    objects_total and objects_verified; beyond that, the same records (findings and summary,
+    less the clock readings). The damaged ones' findings are the exact expected ones (the
+    fixtures' damaged object, and for borg 1.x a second byte flipped here in another segment,
+    so that findings come from more than one unit). Every shard task left its
+    shard-K-of-3.jsonl, with an exit code that follows its own findings; the shard records'
+    units are disjoint and as many as the unsharded run verified.
   * A task killed mid-run (a BORGCHECK wrapper that SIGKILLs itself for shard 2 of 3, as a
     preemption would): the task leaves only shard-2-of-3.jsonl.partial, and the merge exits 2
     with one error record naming shard 2 of 3 as missing (also in the merge job's output).
@@ -111,6 +113,25 @@ def flip_second_object(repo):
         f.seek(off)
         f.write(entry)
     return key.hex(), seg, off
+
+
+# docs/json.md: the fields that differ between two runs of the same repository (the clock
+# readings, also in `coverage`: every `..._at`, oldest_unit_age_s), and `threads` (the shards
+# and the merge use the task's CPUs). Dropped at every depth.
+TIMING = ("elapsed_s", "throughput_bytes_per_s", "oldest_unit_age_s", "threads")
+
+
+def without_times(value):
+    if isinstance(value, dict):
+        return {k: without_times(v) for k, v in value.items() if k not in TIMING and not k.endswith("_at")}
+    if isinstance(value, list):
+        return [without_times(v) for v in value]
+    return value
+
+
+def report(records):
+    """A run's records as a report to compare: no progress, no clock readings."""
+    return [without_times(r) for r in records if r["type"] != "progress"]
 
 
 def json_records(text):
@@ -237,21 +258,33 @@ class SlurmJobs(unittest.TestCase):
                 self.assertEqual((rc, findings(records)), (want_rc, want_findings), stderr)
                 whole = summary(records)
 
+                # Every task ran; each left its shard, whose record says which units it read:
+                # every unit in exactly one shard.
                 tasks = self.tasks[name]["shards"]
                 self.assertEqual([t[0] for t in tasks], list(range(1, N + 1)), self.context(name))
-                for k in range(1, N + 1):
-                    self.assertTrue(os.path.isfile(os.path.join(self.out[name], "shard-%d-of-%d.jsonl" % (k, N))),
-                                    self.context(name))
-                merge_rc, merged, log = self.merged(name)
+                units = []
+                for k, (_task, _state, rc) in enumerate(tasks, 1):
+                    path = os.path.join(self.out[name], "shard-%d-of-%d.jsonl" % (k, N))
+                    self.assertTrue(os.path.isfile(path), self.context(name))
+                    with open(path) as f:
+                        [shard] = [r for r in json_records(f.read()) if r["type"] == "shard"]
+                    self.assertEqual((shard["k"], shard["n"], shard["repository"]), (k, N, whole["repository"]))
+                    units += shard["units"]
+                    # A shard's exit code follows its own findings.
+                    errors = [f for f in shard["findings"] if f["severity"] == "error"]
+                    self.assertEqual(rc, cs.EXIT_INTEGRITY_ERRORS if errors else cs.EXIT_OK, (k, self.context(name)))
+                self.assertEqual(len(units), len(set(units)), units)
+                self.assertEqual(len(units), whole["coverage"]["units_verified"], units)
+
+                # The merge job's exit code and report: the unsharded run's, record for record.
+                merge_rc, merged, _log = self.merged(name)
                 self.assertEqual(merge_rc, want_rc, self.context(name))
                 self.assertEqual(findings(merged), want_findings, self.context(name))
                 total = summary(merged)
                 self.assertIsNotNone(total, self.context(name))
                 for field in ("objects_total", "objects_verified", "exit_code", "verdict"):
                     self.assertEqual(total[field], whole[field], field)
-                # Each shard's own exit code follows its own findings: a clean repository's are 0.
-                if want_rc == cs.EXIT_OK:
-                    self.assertEqual({t[2] for t in tasks}, {0}, self.context(name))
+                self.assertEqual(report(merged), report(records))
 
     def test_a_killed_task_is_named_missing_by_the_merge(self):
         tasks = self.tasks["killed"]["shards"]
