@@ -35,7 +35,7 @@ enum class StatusCode {
   kIoError,             // read error on a file we need
   kCorruptMetadata,     // a structure we need to even start (config, key blob) is unreadable
   kInterrupted,         // stopped by a signal before the check finished
-  kInternal,            // a bug in borgcheck
+  kInternal,            // a bug in borgcheck (keep last: StatusCodeFromName walks up to it)
 };
 
 class [[nodiscard]] Status {

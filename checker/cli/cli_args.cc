@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include <fmt/format.h>
@@ -10,6 +11,7 @@
 #include "checker/archive/archive_select.h"
 #include "checker/base/text_escape.h"
 #include "checker/report/exit_codes.h"
+#include "checker/schedule/shard_split.h"
 
 namespace borgcheck::cli {
 namespace {
@@ -201,6 +203,38 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
     return Invalid("--max-duration, --max-age, --min-interval and --state-dir are not available for ssh:// "
                    "repositories yet (borg serve hands out objects, not files a later run could recognise); "
                    "run without them, or read the repository over sftp:// (docs/remote.md)");
+  }
+
+  if (!raw.shard.empty()) {
+    if (Status st = schedule::ParseShard(raw.shard, o.shard_k, o.shard_n); !st.ok()) return st;
+    if (!raw.json) {
+      return Invalid("--shard writes what the merge needs as JSON Lines: add --json and send stdout to a file "
+                     "(borgcheck --verify-data --shard K/N --json REPO > shard-K-of-N.jsonl; docs/distributed.md)");
+    }
+    if (serve) {
+      return Invalid("an ssh:// repository (borg serve) cannot be sharded: its units are runs of the server's scan, "
+                     "which another process does not cut the same way; shard it over sftp:// or on a shared file "
+                     "system (docs/distributed.md)");
+    }
+    const PartialRaw& p = raw.partial;
+    if (!p.subset.empty() || !p.sample.empty() || !p.max_duration.empty() || !p.max_age.empty() ||
+        !p.min_interval.empty() || !p.state_dir.empty()) {
+      return Invalid("--shard reads a fixed split of whole segments or packs: it cannot be combined with --subset, "
+                     "--sample, --max-duration, --max-age, --min-interval or --state-dir");
+    }
+    if (o.archives_only || selects_archives) {
+      return Invalid("--shard checks whole segments or packs and the merge walks every archive: an archive "
+                     "selection (--archives-only, -a/--match-archives, --first, --last, REPO::ARCHIVE) is not "
+                     "available with --shard");
+    }
+    // The merge opens the repository the shard names, from wherever it runs: a local path is
+    // recorded absolute.
+    if (!cli.remote) {
+      std::error_code ec;
+      std::filesystem::path abs = std::filesystem::absolute(o.repository, ec).lexically_normal();
+      if (!ec) o.repository = abs.string();
+      while (o.repository.size() > 1 && o.repository.back() == '/') o.repository.pop_back();
+    }
   }
 
   cli.show_rc = raw.show_rc;

@@ -50,6 +50,7 @@ struct RawArgs {
   bool remote_timeout_given = false;
   std::string remote_path;      // --remote-path (ssh:// only), when remote_path_given
   bool remote_path_given = false;
+  std::string shard;            // --shard K/N (docs/distributed.md); "" none
 };
 
 struct CliOptions {

@@ -9,6 +9,8 @@
 
 namespace borgcheck::engine {
 
+struct ShardSet;  // engine/shard.h
+
 enum class ProgressMode { kAuto, kAlways, kNever };
 
 struct CheckOptions {
@@ -61,6 +63,11 @@ struct CheckOptions {
   // state of repository <id> at path P lives in <state_dir>/<id>/<P as unit_state.h spells it>/.
   // "": no state is read or written.
   std::string state_dir;
+  // Sharded runs (engine/shard.h, docs/distributed.md). --shard K/N: this run reads shard k of
+  // n (1-based) and hands on what the merge needs; 0/0: not a shard.
+  uint32_t shard_k = 0, shard_n = 0;
+  // The merge's final pass: the shards' results (they outlive the run); null otherwise.
+  const ShardSet* finish_shards = nullptr;
   // Seconds between state checkpoints (0: the engine's default, schedule/unit_state.h).
   double checkpoint_interval_s = 0;
   // Unix time to count as "now" for the state (0: the clock). Tests only.

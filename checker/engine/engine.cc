@@ -237,6 +237,12 @@ class Engine {
   // summary (stopped "connection-lost") and the loss as the run's status.
   void ConnectionLost(CheckOutcome& out, const Status& lost, double started_unix,
                       std::chrono::steady_clock::time_point start, bool findings_taken);
+  // Sharded runs (shard.h): whether the plan is the one the merged shards saw; a shard's end
+  // (no Finish, no archive pass: its record instead); the merge's shards handed to the sink,
+  // the summary and the source before Finish.
+  Status CheckShardsMatchPlan() const;
+  void EndShard(CheckOutcome& out, double started_unix, std::chrono::steady_clock::time_point start);
+  Status TakeShards(report::RunSummary& sum);
 
   ObjectSource& source_;
   const CheckOptions& opts_;
@@ -262,6 +268,8 @@ class Engine {
   std::atomic<bool> changed_{false};
   std::unique_ptr<pool::WorkStealingPool> pool_;
   std::vector<WorkerState> workers_;  // element i: worker i only
+  // A shard: planning's findings, kept apart from those of its units (the merge plans again).
+  std::vector<Finding> planned_;  // main thread only
 };
 
 // The UnitSink of one unit: used by the thread that reads the unit.
@@ -457,6 +465,19 @@ CheckOutcome Engine::Run() {
   plan_ = std::move(plan).value();
   sum.repository_id = plan_.repository_id;
   const double started_unix = schedule_.Now();
+  if ((opts_.shard_n > 0 || opts_.finish_shards) && !source_.CanShard()) {
+    out.status = Status(StatusCode::kUnsupported,
+                        "a repository read through borg serve (ssh://) cannot be sharded: its units are runs of the "
+                        "server's scan, which another process does not cut the same way. Shard it over sftp:// or "
+                        "on a file system the nodes share");
+    return out;
+  }
+  if (opts_.finish_shards) {
+    if (Status s = CheckShardsMatchPlan(); !s.ok()) {
+      out.status = s;
+      return out;
+    }
+  }
 
   // Partial runs: the state, --min-interval, the slice and the sample, the schedule.
   Result<bool> go = schedule_.Prepare(plan_, filter_, sum, out.warnings);
@@ -479,7 +500,9 @@ CheckOutcome Engine::Run() {
   if (opts_.verify_data) {
     phases_.Next("key");
     if (Status s = source_.LoadKey(plan_); !s.ok()) {
-      if (!KeyFallback::FallsBack(s)) {
+      // A shard and the merge check with the key or not at all: a keyless fallback in one of
+      // them would merge data checks with CRC checks.
+      if (!KeyFallback::FallsBack(s) || opts_.shard_n > 0 || opts_.finish_shards) {
         out.status = s;
         return out;
       }
@@ -490,7 +513,10 @@ CheckOutcome Engine::Run() {
     }
   }
   sum.mode = source_.ModeName();
-  for (Finding& f : plan_.findings) sink_.Add(std::move(f));
+  for (Finding& f : plan_.findings) {
+    if (opts_.shard_n > 0) planned_.push_back(std::move(f));
+    else sink_.Add(std::move(f));
+  }
   plan_.findings.clear();
   sum.format = plan_.format;
   sum.unit_noun = plan_.unit_noun;
@@ -499,6 +525,8 @@ CheckOutcome Engine::Run() {
   sum.notes = plan_.notes;
   phases_.Next("prepare");
   if (key_fallback.active()) sum.notes.push_back(key_fallback.Note());
+  else if (opts_.shard_n > 0) sum.notes.push_back("a shard: the merge (borgcheck merge) makes the checks that span "
+                                                  "segments or packs and walks the archives");
   else archives_.Start(source_, sink_, sum.notes);  // list and select the archives (verify-data)
   sum.objects_total = plan_.objects_total;
   const uint64_t total_bytes = schedule_.scheduled_bytes();  // progress: the units this run reads
@@ -584,12 +612,24 @@ CheckOutcome Engine::Run() {
     return out;
   }
 
+  // A shard ends here: the merge finishes.
+  if (opts_.shard_n > 0) {
+    EndShard(out, started_unix, start);
+    return out;
+  }
+
   // 8. Finish and summary.
   phases_.Next("finish");
   for (const WorkerState& w : workers_) {
     sum.objects_verified += w.objects_verified;
     sum.stored_bytes += w.stored_bytes;
     sum.plaintext_bytes += w.plaintext_bytes;
+  }
+  if (opts_.finish_shards) {
+    if (Status s = TakeShards(sum); !s.ok()) {
+      out.status = s;
+      return out;
+    }
   }
   std::vector<ObjectVerifier*> verifiers;
   for (WorkerState& w : workers_) verifiers.push_back(w.verifier.get());
@@ -627,6 +667,75 @@ CheckOutcome Engine::Run() {
   // A selection of archives is no success of the repository's check (the staleness alert).
   out.state_status = schedule_.Close(sum, true, false, started_unix, out.status.ok() && !opts_.SelectsArchives());
   return out;
+}
+
+Status Engine::CheckShardsMatchPlan() const {
+  const std::vector<ShardResult>& shards = opts_.finish_shards->shards;
+  if (shards.empty()) return Status(StatusCode::kInvalidArgument, "no shard to merge");
+  const ShardResult& s = shards.front();
+  const std::string now = fmt::format("{} repository {} at transaction {}", plan_.format, plan_.repository_id,
+                                      plan_.transaction.value_or(0));
+  const std::string then = fmt::format("{} repository {} at transaction {}", s.format, s.repository_id, s.transaction);
+  if (now == then) return Status::Ok();
+  return Status(StatusCode::kRepositoryChanged,
+                "the shards checked the " + then + ", the repository is now the " + now +
+                    ": a backup, prune or compact ran since (or the path names another repository). Run the "
+                    "shards again");
+}
+
+Status Engine::TakeShards(report::RunSummary& sum) {
+  for (const ShardResult& s : opts_.finish_shards->shards) {
+    if (Status st = source_.LoadEvidence(s.evidence); !st.ok()) {
+      return Status(st.code(), fmt::format("shard {}/{}: {}", s.k, s.n, st.message()));
+    }
+    for (const Finding& f : s.findings) sink_.Add(f);
+    sum.objects_verified += s.objects_verified;
+    sum.stored_bytes += s.stored_bytes;
+    sum.plaintext_bytes += s.plaintext_bytes;
+  }
+  return Status::Ok();
+}
+
+void Engine::EndShard(CheckOutcome& out, double started_unix, std::chrono::steady_clock::time_point start) {
+  phases_.Next("evidence");
+  report::RunSummary& sum = out.summary;
+  ShardResult r;
+  r.k = opts_.shard_k;
+  r.n = opts_.shard_n;
+  r.repository = opts_.RepositoryName();
+  r.repository_id = plan_.repository_id;
+  r.format = plan_.format;
+  r.transaction = plan_.transaction.value_or(0);
+  r.verify_data = sum.verify_data;
+  r.repository_only = opts_.repository_only;
+  for (const WorkerState& w : workers_) {
+    r.objects_verified += w.objects_verified;
+    r.stored_bytes += w.stored_bytes;
+    r.plaintext_bytes += w.plaintext_bytes;
+  }
+  sum.objects_verified = r.objects_verified;
+  sum.stored_bytes = r.stored_bytes;
+  sum.plaintext_bytes = r.plaintext_bytes;
+  const std::vector<uint8_t> read = schedule_.UnitsRead();
+  for (size_t u = 0; u < plan_.units.size(); ++u) {
+    if (u < read.size() && read[u]) r.units.push_back(UnitKey(plan_.units[u].location));
+  }
+  std::vector<ObjectVerifier*> verifiers;
+  for (WorkerState& w : workers_) verifiers.push_back(w.verifier.get());
+  source_.SaveEvidence(r.evidence, verifiers);
+  workers_.clear();
+  r.findings = sink_.Sorted();
+  out.findings = r.findings;
+  out.findings.insert(out.findings.end(), planned_.begin(), planned_.end());
+  std::stable_sort(out.findings.begin(), out.findings.end(), report::FindingLess);
+  for (const Finding& f : out.findings) report::CountFinding(f, sum);
+  sum.elapsed_s = SecondsSince(start);
+  sum.phases = phases_.Take();
+  out.state_status = schedule_.Close(sum, true, false, started_unix, false);
+  sum.complete = false;  // the merge decides
+  sum.has_coverage = false;
+  r.bytes_read = sum.bytes_read;
+  out.shard = std::move(r);
 }
 
 void Engine::ConnectionLost(CheckOutcome& out, const Status& lost, double started_unix,

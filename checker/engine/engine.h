@@ -39,6 +39,7 @@
 #include "checker/engine/check_options.h"
 #include "checker/engine/object_source.h"
 #include "checker/engine/run_schedule.h"
+#include "checker/engine/shard.h"
 #include "checker/io/env.h"
 #include "checker/report/finding.h"
 #include "checker/report/output.h"
@@ -69,6 +70,9 @@ struct CheckOutcome {
   // The state's record of the last run without errors, where a state is kept: the metrics
   // file's borgcheck_last_success_timestamp_seconds when its previous file has none.
   std::optional<double> state_last_success_at;
+  // A shard (--shard K/N) that finished: what it hands the merge (engine/shard.h), printed as
+  // its shard record. `findings` still holds every finding of the run (planning's too).
+  std::optional<ShardResult> shard;
 };
 
 // Called with a snapshot at most 10 times a second from the progress thread, and once more with

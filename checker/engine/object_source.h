@@ -29,6 +29,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "checker/base/bytes.h"
 #include "checker/base/status.h"
 #include "checker/engine/archive_source.h"
@@ -180,6 +182,25 @@ class ObjectSource {
   virtual bool ChangedSinceStart() const { return false; }
   // 5. Cross-unit checks and notes.
   virtual void Finish(FinishContext& ctx) = 0;
+
+  // Sharded runs (engine/shard.h). A shard does not call Finish: after its units are read it
+  // calls SaveEvidence, which puts into `out` (a JSON object) what Finish needs of those units
+  // (what ReadUnit gathered for it) and wipes the key as Finish does. The merge's final pass
+  // reads no unit and calls LoadEvidence once per shard, in shard order, then Finish: Finish
+  // must then find what it would have found had this source read every unit itself. A source
+  // whose Finish needs nothing of its units keeps the defaults. A non-ok LoadEvidence (evidence
+  // that does not parse, names no unit of this plan) refuses the merge. Main thread.
+  virtual void SaveEvidence(nlohmann::json& out, std::span<ObjectVerifier* const> verifiers) {
+    (void)out;
+    (void)verifiers;
+  }
+  virtual Status LoadEvidence(const nlohmann::json& in) {
+    (void)in;
+    return Status::Ok();
+  }
+  // Whether this source can be sharded at all (the served sources cannot: their units are
+  // runs of the server's scan, which no other process sees the same).
+  virtual bool CanShard() const { return true; }
 
   // The archive pass (archive_source.h, archive_pass.h): called once after LoadKey in a
   // verify-data run, on the main thread. nullptr: the archives cannot be walked.

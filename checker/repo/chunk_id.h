@@ -8,6 +8,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <string_view>
+
+#include "checker/base/bytes.h"
 
 namespace borgcheck::repo {
 
@@ -28,6 +32,18 @@ inline bool IsManifestId(const ChunkId& id) {
   for (uint8_t b : id) {
     if (b != 0) return false;
   }
+  return true;
+}
+
+// 64 lowercase hex digits (as every report and shard record writes an id) into `id`.
+inline bool ParseHexId(std::string_view hex, ChunkId& id) {
+  if (hex.size() != 64) return false;
+  for (char c : hex) {
+    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
+  }
+  std::string raw;
+  if (!FromHex(hex, raw) || raw.size() != id.size()) return false;
+  std::memcpy(id.data(), raw.data(), id.size());
   return true;
 }
 

@@ -19,6 +19,9 @@
 // "Data is bad" (90) never shares a code with "could not check" (2 and the specific codes).
 #pragma once
 
+#include <optional>
+#include <string_view>
+
 #include "checker/base/status.h"
 #include "checker/report/summary.h"
 
@@ -97,6 +100,15 @@ inline const char* StatusCodeName(StatusCode c) {
     case StatusCode::kInternal: return "internal";
   }
   return "unknown";
+}
+
+// The inverse of StatusCodeName: the code named `name`, none for a name StatusCodeName does not
+// give ("unknown" included).
+inline std::optional<StatusCode> StatusCodeFromName(std::string_view name) {
+  for (int i = 0; i <= int(StatusCode::kInternal); ++i) {  // kInternal is the last code
+    if (name == StatusCodeName(StatusCode(i))) return StatusCode(i);
+  }
+  return std::nullopt;
 }
 
 }  // namespace borgcheck::report

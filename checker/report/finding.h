@@ -106,6 +106,7 @@ struct AffectedUse {
   // after it (null: none was, e.g. the loss is at the start or the end of the archive).
   std::optional<std::string> path_before;
   std::optional<std::string> path_after;
+  bool operator==(const AffectedUse&) const = default;
 };
 
 // Every use of one chunk by the walked archives: the first kMaxAffectedUses of them, in archive
@@ -114,6 +115,7 @@ inline constexpr size_t kMaxAffectedUses = 1000;
 struct Affected {
   std::vector<AffectedUse> uses;
   uint64_t total = 0;
+  bool operator==(const Affected&) const = default;
 };
 
 struct Finding {
@@ -133,6 +135,8 @@ struct Finding {
   std::optional<Affected> affected;
   // What the user can do next, where that is true for borg (set by the archive pass); "" none.
   std::string advice;
+  // Every field (tests: a finding read back from JSON, json_records.h, equals the one printed).
+  bool operator==(const Finding&) const = default;
 };
 
 // The one finding builder: against chunk `id` when it is not null. Messages never repeat the

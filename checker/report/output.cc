@@ -1,13 +1,12 @@
 #include "checker/report/output.h"
 
-#include <algorithm>
 #include <memory>
 
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "checker/base/text_escape.h"
 #include "checker/report/exit_codes.h"
+#include "checker/report/json_records.h"
 #include "checker/report/progress_line.h"
 
 namespace borgcheck::report {
@@ -70,10 +69,6 @@ class TextReporter final : public Reporter {
 };
 
 nlohmann::json Optional(const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
-nlohmann::json OptionalText(const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); }
-nlohmann::json OptionalTime(double unix_s) {
-  return unix_s > 0 ? nlohmann::json(FormatRfc3339(unix_s)) : nlohmann::json(nullptr);
-}
 
 class JsonReporter final : public Reporter {
  public:
@@ -84,118 +79,16 @@ class JsonReporter final : public Reporter {
     out_.Flush();
   }
 
-  static nlohmann::json AffectedJson(const Finding& f) {
-    if (!f.affected) return nullptr;
-    nlohmann::json uses = nlohmann::json::array();
-    for (const AffectedUse& u : f.affected->uses) {
-      uses.push_back({{"archive", u.archive},
-                      {"archive_id", ChunkIdHex(u.archive_id)},
-                      {"use", u.use},
-                      {"path", Optional(u.path)},
-                      {"begin", Optional(u.begin)},
-                      {"end", Optional(u.end)},
-                      {"via", Optional(u.via)},
-                      {"items_read", Optional(u.items_read)},
-                      {"path_before", Optional(u.path_before)},
-                      {"path_after", Optional(u.path_after)}});
-    }
-    return uses;
-  }
-
   void PrintFindings(const std::vector<Finding>& sorted) override {
     for (const Finding& f : sorted) {
       if (out_.broken()) return;
-      Emit({{"type", "finding"},
-            {"affected", AffectedJson(f)},
-            {"affected_total", f.affected ? nlohmann::json(f.affected->total) : nlohmann::json(nullptr)},
-            {"advice", OptionalText(f.advice)},
-            {"severity", SeverityName(f.severity)},
-            {"stage", StageName(f.stage)},
-            {"chunk_id", f.chunk_id ? nlohmann::json(ChunkIdHex(*f.chunk_id)) : nlohmann::json(nullptr)},
-            {"segment", Optional(f.segment)},
-            {"offset", Optional(f.offset)},
-            {"location", LocationSuffix(f)},
-            {"message", f.message},
-            {"reread", RereadName(f.reread)}});
+      Emit(FindingJson(f));
     }
   }
 
-  void PrintSummary(const RunSummary& s, int exit_code) override {
-    nlohmann::json by_stage = nlohmann::json::object();
-    for (int i = 0; i < kStageCount; ++i) by_stage[std::string(StageName(Stage(i)))] = s.findings_by_stage[i];
-    nlohmann::json coverage = nullptr;
-    if (s.has_coverage) {
-      const RunSummary::Coverage& c = s.coverage;
-      const double oldest_age = c.oldest_verified_at > 0 && s.finished_at > 0
-                                    ? std::max(0.0, s.finished_at - c.oldest_verified_at) : -1;
-      nlohmann::json cycle = nullptr;
-      if (c.cycle_started_at > 0) {
-        cycle = {{"started_at", OptionalTime(c.cycle_started_at)},
-                 {"completed_at", OptionalTime(c.cycle_completed_at)},
-                 {"units", c.cycle_units},
-                 {"units_done", c.cycle_units_done},
-                 {"slices", c.cycle_slices ? nlohmann::json(c.cycle_slices) : nlohmann::json(nullptr)},
-                 {"slices_done", c.cycle_slices ? nlohmann::json(c.cycle_slices_done) : nlohmann::json(nullptr)}};
-      }
-      coverage = {{"ratio", c.ratio},
-                  {"max_age_s", c.max_age_s > 0 ? nlohmann::json(c.max_age_s) : nlohmann::json(nullptr)},
-                  {"units_verified", c.units_verified},
-                  {"units_partly_verified", c.units_partly_verified},
-                  {"units_never_verified", c.units_never_verified},
-                  {"cycle", cycle},
-                  {"full_verification_at", OptionalTime(c.full_verification_at)},
-                  {"oldest_unit_verified_at", OptionalTime(c.oldest_verified_at)},
-                  {"oldest_unit_age_s", oldest_age >= 0 ? nlohmann::json(oldest_age) : nlohmann::json(nullptr)},
-                  {"state_file", OptionalText(c.state_file)}};
-    }
-    Emit({{"type", "summary"},
-          {"complete", s.complete},
-          {"stopped", OptionalText(s.stopped)},
-          {"subset", OptionalText(s.subset)},
-          {"sample_fraction", s.sample_fraction > 0 ? nlohmann::json(s.sample_fraction) : nlohmann::json(nullptr)},
-          {"sample_seed", s.sample_fraction > 0 ? nlohmann::json(s.sample_seed) : nlohmann::json(nullptr)},
-          {"bytes_total", s.bytes_total},
-          {"bytes_skipped", s.bytes_skipped},
-          {"units_total", s.units_total},
-          {"units_not_due", s.units_not_due},
-          {"coverage", coverage},
-          {"repository", s.repository},
-          {"repository_id", OptionalText(s.repository_id)},
-          {"format", s.format},
-          {"mode", OptionalText(s.mode)},
-          {"verify_data", s.verify_data},
-          {"transaction", s.transaction},
-          {"live_list_source", s.live_list_source},
-          {"segments", s.segments},
-          {"objects_total", s.objects_total},
-          {"objects_verified", s.objects_verified},
-          {"stored_bytes", s.stored_bytes},
-          {"plaintext_bytes", s.plaintext_bytes},
-          {"bytes_read", s.bytes_read},
-          {"errors", s.errors},
-          {"io_errors", s.io_errors},
-          {"warnings", s.warnings},
-          {"findings_by_stage", by_stage},
-          {"elapsed_s", s.elapsed_s},
-          {"throughput_bytes_per_s", s.elapsed_s > 0 ? double(s.bytes_read) / s.elapsed_s : 0.0},
-          {"threads", s.threads},
-          {"notes", s.notes},
-          {"archives_total", Optional(s.archives_total)},
-          {"archives_checked", Optional(s.archives_checked)},
-          {"archives_not_checked", OptionalText(s.archives_not_checked)},
-          {"version", OptionalText(s.version)},
-          {"started_at", OptionalTime(s.started_at)},
-          {"finished_at", OptionalTime(s.finished_at)},
-          {"verdict", s.skipped ? std::string("skipped") : VerdictName(s, exit_code)},
-          {"exit_code", exit_code}});
-  }
+  void PrintSummary(const RunSummary& s, int exit_code) override { Emit(SummaryJson(s, exit_code)); }
 
-  void PrintError(const Status& status, int exit_code) override {
-    Emit({{"type", "error"},
-          {"code", StatusCodeName(status.code())},
-          {"exit_code", exit_code},
-          {"message", status.message()}});
-  }
+  void PrintError(const Status& status, int exit_code) override { Emit(ErrorJson(status, exit_code)); }
 
   void PrintProgress(const Progress& p, bool final) override {
     if (out_.broken()) return;

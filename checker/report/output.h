@@ -1,7 +1,8 @@
 // Text and JSON Lines reporters.
 //
 // JSON Lines on stdout (one object per line, each keyed by `type`); the contract is
-// documented in docs/json.md and produced here:
+// documented in docs/json.md and produced here (the finding, summary and error records by
+// json_records.h, which also reads them back):
 //   {"type":"finding","severity":"error","stage":"authentication","chunk_id":"<64 hex>"|null,
 //    "segment":2|null,"offset":8|null,"location":"[segment 2, offset 8]","message":"...",
 //    "reread":"agreed"}

@@ -41,6 +41,8 @@ struct RunSummary {
   std::string stopped;             // why it ended early: "" (it did not), "signal", "time-budget",
                                    // "connection-lost" (a remote store's connection)
   std::string subset;              // the slice read, "3/7" ("" none)
+  std::string shard;               // --shard: "3/8" (engine/shard.h); "" not a shard
+  uint32_t merged_shards = 0;      // the merge's final pass: how many shards it merged (0 none)
   std::string subset_label;        // how it was chosen: "3/7", "3/7 (daily/week, 2026-12-02, Wednesday)"
   double sample_fraction = 0;      // --sample: the share of objects sampled (0: no sample)
   uint64_t sample_seed = 0;        // and its seed (repeat with --sample-seed)
@@ -70,6 +72,8 @@ struct RunSummary {
     uint64_t cycle_units_done = 0;     // of them, verified since it started
     uint32_t cycle_slices = 0;         // a slice run's t (0: not a slice run)
     uint32_t cycle_slices_done = 0;    // slices done on every unit of the cycle since it started
+
+    bool operator==(const Coverage&) const = default;
   };
   bool has_coverage = false;
   Coverage coverage;
@@ -87,6 +91,8 @@ struct RunSummary {
   struct Phase {
     std::string name;              // e.g. "key", "plan", "read+verify"
     double seconds = 0;
+
+    bool operator==(const Phase&) const = default;
   };
   std::vector<Phase> phases;       // wall-clock time per phase, in order (printed with -v)
 
@@ -94,6 +100,8 @@ struct RunSummary {
   std::string version;             // borgcheck's version, e.g. "0.1.0"
   double started_at = 0;           // Unix time (UTC seconds) when main started the run; 0 unknown
   double finished_at = 0;          // Unix time when the run ended; 0 unknown
+  // Every field, doubles exactly (tests: a summary read back from JSON, json_records.h).
+  bool operator==(const RunSummary&) const = default;
 };
 
 // Counts one finding into the summary's totals (by stage, by severity, io errors apart).

@@ -310,4 +310,89 @@ std::string FormatRfc3339(double unix_s) {
                      tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
 }
 
+namespace {
+
+// Days from 1970-01-01 to the proleptic Gregorian date y-m-d (H. Hinnant's days_from_civil).
+int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = unsigned(y - era * 400);                          // [0, 399]
+  const unsigned doy = (153 * (m > 2 ? m - 3 : m + 9) + 2) / 5 + d - 1;  // [0, 365]
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;            // [0, 146096]
+  return era * 146097 + int64_t(doe) - 719468;
+}
+
+unsigned DaysInMonth(int64_t y, unsigned m) {
+  static constexpr unsigned kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  const bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+  return m == 2 && leap ? 29 : kDays[m - 1];
+}
+
+// Reads exactly `n` decimal digits at `pos` into *out and moves past them.
+bool Digits(std::string_view s, size_t& pos, size_t n, unsigned* out) {
+  if (s.size() - pos < n) return false;
+  unsigned v = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const char c = s[pos + i];
+    if (c < '0' || c > '9') return false;
+    v = v * 10 + unsigned(c - '0');
+  }
+  pos += n;
+  *out = v;
+  return true;
+}
+
+bool SkipChar(std::string_view s, size_t& pos, char c) {
+  if (pos >= s.size() || s[pos] != c) return false;
+  ++pos;
+  return true;
+}
+
+}  // namespace
+
+std::optional<double> ParseRfc3339(std::string_view s) {
+  // date-time = YYYY-MM-DD "T" hh:mm:ss [ "." 1*DIGIT ] ( "Z" / ("+" / "-") hh:mm ), RFC 3339 §5.6.
+  size_t pos = 0;
+  unsigned year, month, day, hour, minute, second;
+  if (!Digits(s, pos, 4, &year) || !SkipChar(s, pos, '-') || !Digits(s, pos, 2, &month) ||
+      !SkipChar(s, pos, '-') || !Digits(s, pos, 2, &day)) {
+    return std::nullopt;
+  }
+  if (!SkipChar(s, pos, 'T') && !SkipChar(s, pos, 't')) return std::nullopt;
+  if (!Digits(s, pos, 2, &hour) || !SkipChar(s, pos, ':') || !Digits(s, pos, 2, &minute) ||
+      !SkipChar(s, pos, ':') || !Digits(s, pos, 2, &second)) {
+    return std::nullopt;
+  }
+  if (month < 1 || month > 12 || day < 1 || day > DaysInMonth(year, month) || hour > 23 || minute > 59 ||
+      second > 59) {
+    return std::nullopt;
+  }
+  uint64_t nanos = 0;  // the fraction, in nanoseconds
+  if (SkipChar(s, pos, '.')) {
+    size_t digits = 0;
+    while (pos < s.size() && s[pos] >= '0' && s[pos] <= '9') {
+      if (++digits > 9) return std::nullopt;
+      nanos = nanos * 10 + uint64_t(s[pos++] - '0');
+    }
+    if (digits == 0) return std::nullopt;
+    for (size_t i = digits; i < 9; ++i) nanos *= 10;
+  }
+  int64_t offset_min = 0;  // local time minus UTC
+  if (!SkipChar(s, pos, 'Z') && !SkipChar(s, pos, 'z')) {
+    if (pos >= s.size() || (s[pos] != '+' && s[pos] != '-')) return std::nullopt;
+    const int sign = s[pos++] == '-' ? -1 : 1;
+    unsigned off_h, off_m;
+    if (!Digits(s, pos, 2, &off_h) || !SkipChar(s, pos, ':') || !Digits(s, pos, 2, &off_m) || off_h > 23 ||
+        off_m > 59) {
+      return std::nullopt;
+    }
+    offset_min = sign * int64_t(off_h * 60 + off_m);
+  }
+  if (pos != s.size()) return std::nullopt;
+  const int64_t local_s = DaysFromCivil(year, month, day) * 86400 + hour * 3600 + minute * 60 + second;
+  const int64_t total_ms = (local_s - offset_min * 60) * 1000 + int64_t((nanos + 500000) / 1000000);
+  // Whole milliseconds divided once: the double nearest to the decimal FormatRfc3339 wrote.
+  return double(total_ms) / 1000;
+}
+
 }  // namespace borgcheck::report

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,5 +77,10 @@ std::string FormatCount(uint64_t n);       // "1,543"
 std::string FormatDuration(double s);      // "0.04s", "2m03s", "1h02m03s"
 std::string FormatClock(uint64_t s);       // "0:02:03" (h:mm:ss)
 std::string FormatRfc3339(double unix_s);  // "2026-12-01T13:34:57.123Z" (UTC, milliseconds)
+// The inverse of FormatRfc3339, for records read back (json_records.h): an RFC 3339 date-time
+// as Unix seconds, at whole milliseconds. Accepts "T" or "t", "Z", "z" or an offset "+hh:mm" /
+// "-hh:mm", a fraction of 1 to 9 digits (rounded to the millisecond), years 0000-9999; none
+// for anything else, a leap second (":60", which FormatRfc3339 never writes) included.
+std::optional<double> ParseRfc3339(std::string_view text);
 
 }  // namespace borgcheck::report

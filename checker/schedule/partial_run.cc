@@ -1,5 +1,9 @@
 #include "checker/schedule/partial_run.h"
 
+#include "checker/engine/shard.h"
+#include "checker/schedule/shard_split.h"
+#include "checker/base/text_escape.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -115,10 +119,7 @@ SliceCounter SliceCounterOf(const ObjectSource& source) {
   };
 }
 
-std::string UnitKey(const report::Location& where) {
-  if (where.segment) return "segment " + std::to_string(*where.segment);
-  return where.item;
-}
+std::string UnitKey(const report::Location& where) { return engine::UnitKey(where); }
 
 UnitResult ResultOf(uint64_t errors, uint64_t warnings) {
   return errors ? UnitResult::kErrors : warnings ? UnitResult::kWarnings : UnitResult::kClean;
@@ -470,6 +471,16 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     views_.push_back(std::move(v));
   }
 
+  // Sharded runs (engine/shard.h): a fixed split of whole units, no state, no slice.
+  if (opts_.finish_shards) {
+    if (Status st = PrepareFinishShards(plan, sum); !st.ok()) return st;
+    return true;
+  }
+  if (opts_.shard_n > 0) {
+    if (Status st = PrepareShard(plan, sum); !st.ok()) return st;
+    return true;
+  }
+
   // The filter: a slice and a sample (a byte count is a share of this repository's bytes).
   if (opts_.subset_t > 1) {
     filter.SetSlice(opts_.subset_k, opts_.subset_t);
@@ -614,8 +625,51 @@ void PartialRun::Released(size_t unit, bool whole, uint64_t credited, uint64_t u
   if (recorder_) recorder_->UnitVerified(unit, ResultOf(c.errors.load(), c.warnings.load()));
 }
 
+Status PartialRun::PrepareShard(const Plan& plan, report::RunSummary& sum) {
+  std::vector<uint64_t> bytes;
+  for (const ReadUnit& u : plan.units) bytes.push_back(u.bytes);
+  order_ = UnitsOfShard(bytes, opts_.shard_k, opts_.shard_n);
+  for (size_t u : order_) scheduled_bytes_ += views_[u].bytes;
+  sum.shard = std::to_string(opts_.shard_k) + "/" + std::to_string(opts_.shard_n);
+  return Status::Ok();
+}
+
+Status PartialRun::PrepareFinishShards(const Plan& plan, report::RunSummary& sum) {
+  finishing_shards_ = true;
+  std::map<std::string, size_t> by_key;
+  for (size_t u = 0; u < plan.units.size(); ++u) by_key[views_[u].key] = u;
+  std::vector<uint32_t> shard_of(plan.units.size(), 0);
+  const auto changed = [](const std::string& what) {
+    return Status(StatusCode::kRepositoryChanged,
+                  what + ": the repository is not as the shards saw it (a backup, prune or compact ran since, or "
+                         "the shards were of a copy). Run the shards again");
+  };
+  uint64_t read = 0;
+  for (const engine::ShardResult& s : opts_.finish_shards->shards) {
+    for (const std::string& key : s.units) {
+      auto it = by_key.find(key);
+      if (it == by_key.end()) return changed(fmt::format("shard {}/{} read {}, which is not in the repository now", s.k, s.n, EscapeText(key)));
+      if (shard_of[it->second]) {
+        return Status(StatusCode::kInvalidArgument, fmt::format("shards {} and {} of {} both read {}: they were not "
+                                                                "split from the same plan",
+                                                                shard_of[it->second], s.k, s.n, EscapeText(key)));
+      }
+      shard_of[it->second] = s.k;
+      units_[it->second].read.store(1);
+      units_[it->second].completed.store(1);
+    }
+    read += s.bytes_read;
+  }
+  for (size_t u = 0; u < plan.units.size(); ++u) {
+    if (!shard_of[u]) return changed(fmt::format("no shard read {}", EscapeText(views_[u].key)));
+  }
+  bytes_read_.store(read);
+  sum.merged_shards = uint32_t(opts_.finish_shards->shards.size());
+  return Status::Ok();
+}
+
 bool PartialRun::Complete() const {
-  if (!wants_all_ || not_due_ || !in_plan_order_ || order_.size() != unit_count_) return false;
+  if (!wants_all_ || not_due_ || !in_plan_order_ || (!finishing_shards_ && order_.size() != unit_count_)) return false;
   for (size_t u = 0; u < unit_count_; ++u) {
     if (!units_[u].completed.load(std::memory_order_acquire)) return false;
   }

@@ -258,6 +258,13 @@ class PartialRun final : public engine::UnitSchedule, public engine::RunObserver
   std::atomic<uint64_t> started_{0};
   std::atomic<uint64_t> bytes_read_{0};
   std::atomic<uint64_t> unsized_read_{0};  // of those, bytes of units of no known size (plan bytes 0)
+  // The merge's final pass (CheckOptions::finish_shards): the shards read every unit, this run
+  // reads none (Prepare marks them read and complete from the shards' records).
+  bool finishing_shards_ = false;
+
+  // Prepare's part for --shard and for the merge.
+  Status PrepareShard(const Plan& plan, report::RunSummary& sum);
+  Status PrepareFinishShards(const Plan& plan, report::RunSummary& sum);
 };
 
 // A run of `source` with its partial-run schedule and state (PartialRun): what run/ and the

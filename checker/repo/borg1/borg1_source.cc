@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "checker/crypto/tam.h"
 #include "checker/keys/key_identity.h"
@@ -46,7 +47,7 @@ struct Unit {
 class Borg1Source final : public engine::EnvUnitSource {
  public:
   Borg1Source(const engine::CheckOptions& opts, const io::Env& env)
-      : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data) {}
+      : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data), record_events_(opts.shard_n > 0) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;
@@ -66,6 +67,8 @@ class Borg1Source final : public engine::EnvUnitSource {
   }
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
   void Finish(engine::FinishContext& ctx) override;
+  void SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const> verifiers) override;
+  Status LoadEvidence(const nlohmann::json& in) override;
   std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {
     if (!mode_known_) return nullptr;
     return MakeBorg1ArchiveSource(env_, plan_, mode_, key_ ? &*key_ : nullptr);
@@ -114,6 +117,23 @@ class Borg1Source final : public engine::EnvUnitSource {
     std::string found;  // "chunk <hex>'s entry", "a DELETE entry of chunk <hex>", "a COMMIT entry"
   };
   std::map<ChunkId, Misplaced> misplaced_;
+
+  // Sharded runs (engine/shard.h): the index-vs-log comparison spans segments (a PUT here is
+  // explained by a DELETE in a later segment), so a shard records, per segment it walks, the
+  // entries NoteEntry applies to unexplained_puts_ (PUTs that are not the live entry, and
+  // DELETEs), and the merge's final pass replays them in segment order, as a full walk would
+  // have applied them. The live PUTs themselves are not recorded: a live PUT sits at the one
+  // place the index names, so replaying without it leaves an id's older copy unexplained where
+  // the walk would have cleared it, and FinishIndexComparison passes over an older copy
+  // either way; a misplaced id has no live PUT to clear it (ResolveMisplaced).
+  struct IndexEvent {
+    bool put = false;  // a PUT that is not the live entry; else a DELETE
+    ChunkId id{};
+    uint32_t offset = 0;
+  };
+  bool record_events_ = false;  // a shard: reading thread only
+  std::map<uint32_t, std::vector<IndexEvent>> events_;  // by segment: a shard's, or the merge's loaded
+  void ApplyEvent(uint32_t segment, const IndexEvent& e);
 };
 
 Result<engine::Plan> Borg1Source::MakePlan() {
@@ -245,13 +265,15 @@ void Borg1Source::NoteEntry(engine::UnitSink& sink, uint32_t segment, uint64_t o
   if (!plan_.live_from_index || h.tag == kTagCommit) return;
   ChunkId id;
   std::memcpy(id.data(), h.key, 32);
-  if (h.tag == kTagPut) {
-    if (live_match) unexplained_puts_.erase(id);
-    else unexplained_puts_[id] = {segment, uint32_t(off)};
+  if (h.tag == kTagPut && live_match) {
+    unexplained_puts_.erase(id);
     return;
   }
-  // DELETE: whatever came before is explained; but the index must not list a PUT before it.
-  unexplained_puts_.erase(id);
+  const IndexEvent e{h.tag == kTagPut, id, uint32_t(off)};
+  if (record_events_) events_[segment].push_back(e);
+  ApplyEvent(segment, e);
+  if (h.tag == kTagPut) return;
+  // DELETE: the index must not list a PUT before it.
   if (const LiveObject* o = plan_.FindById(id)) {
     if (o->segment < segment || (o->segment == segment && o->offset < off)) {
       sink.Finding(MakeFinding(Severity::kError, Stage::kIndex, Location::Segment(segment, off), &id,
@@ -260,6 +282,11 @@ void Borg1Source::NoteEntry(engine::UnitSink& sink, uint32_t segment, uint64_t o
                                            plan_.transaction, o->segment, o->offset)));
     }
   }
+}
+
+void Borg1Source::ApplyEvent(uint32_t segment, const IndexEvent& e) {
+  if (e.put) unexplained_puts_[e.id] = {segment, e.offset};
+  else unexplained_puts_.erase(e.id);  // a DELETE explains whatever came before
 }
 
 void Borg1Source::NoteMisplaced(const LiveObject& o, const EntryHeader& h) {
@@ -707,7 +734,67 @@ void Borg1Source::CheckManifest(engine::FinishContext& ctx) const {
   ctx.ManifestFailedLater();
 }
 
+void Borg1Source::SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const>) {
+  nlohmann::json events = nlohmann::json::array();
+  for (const auto& [segment, list] : events_) {
+    nlohmann::json entries = nlohmann::json::array();
+    for (const IndexEvent& e : list) entries.push_back({e.put ? "put" : "delete", ToHex(Bytes(e.id.data(), e.id.size())), e.offset});
+    events.push_back({segment, std::move(entries)});
+  }
+  nlohmann::json misplaced = nlohmann::json::array();
+  for (const auto& [id, m] : misplaced_) misplaced.push_back({ToHex(Bytes(id.data(), id.size())), m.segment, m.offset, m.found});
+  out = {{"index_events", std::move(events)}, {"misplaced", std::move(misplaced)}};
+  key_.reset();  // wipes the key material, as Finish does
+  lane_hashes_.reset();
+}
+
+Status Borg1Source::LoadEvidence(const nlohmann::json& in) {
+  const Status bad(StatusCode::kInvalidArgument, "a shard's borg 1.x evidence does not parse");
+  auto id_of = [](const nlohmann::json& j, ChunkId& id) {
+    return j.is_string() && ParseHexId(j.get<std::string>(), id);
+  };
+  auto u32 = [](const nlohmann::json& j) { return j.is_number_unsigned() && j.get<uint64_t>() <= UINT32_MAX; };
+  if (!in.is_object() || !in.contains("index_events") || !in.contains("misplaced") || !in["index_events"].is_array() ||
+      !in["misplaced"].is_array()) {
+    return bad;
+  }
+  std::map<uint32_t, bool> units;
+  for (const Unit& u : units_) units[u.segment.number] = true;
+  for (const nlohmann::json& seg : in["index_events"]) {
+    if (!seg.is_array() || seg.size() != 2 || !u32(seg[0]) || !seg[1].is_array()) return bad;
+    const uint32_t number = seg[0].get<uint32_t>();
+    if (!units.count(number) || events_.count(number)) {
+      return Status(StatusCode::kInvalidArgument,
+                    fmt::format("a shard's evidence names segment {}, which is no unit of this plan or was "
+                                "walked by two shards",
+                                number));
+    }
+    std::vector<IndexEvent>& list = events_[number];
+    for (const nlohmann::json& e : seg[1]) {
+      IndexEvent ev;
+      if (!e.is_array() || e.size() != 3 || !e[0].is_string() || !id_of(e[1], ev.id) || !u32(e[2])) return bad;
+      const std::string kind = e[0].get<std::string>();
+      if (kind != "put" && kind != "delete") return bad;
+      ev.put = kind == "put";
+      ev.offset = e[2].get<uint32_t>();
+      list.push_back(ev);
+    }
+  }
+  for (const nlohmann::json& m : in["misplaced"]) {
+    ChunkId id;
+    if (!m.is_array() || m.size() != 4 || !id_of(m[0], id) || !u32(m[1]) || !u32(m[2]) || !m[3].is_string()) return bad;
+    misplaced_[id] = Misplaced{m[1].get<uint32_t>(), m[2].get<uint32_t>(), m[3].get<std::string>()};
+  }
+  return Status::Ok();
+}
+
 void Borg1Source::Finish(engine::FinishContext& ctx) {
+  // The merge's final pass: the shards' walks, replayed in segment order (read nothing itself).
+  if (!record_events_) {
+    for (const auto& [segment, list] : events_) {
+      for (const IndexEvent& e : list) ApplyEvent(segment, e);
+    }
+  }
   // The leftovers of the index-vs-log comparison are findings only when the walk saw every
   // segment, in order: a PUT in a segment read is explained by a DELETE in a later one.
   ResolveMisplaced(ctx);

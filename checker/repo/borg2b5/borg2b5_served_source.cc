@@ -197,7 +197,7 @@ void Borg2b5ServedSource::Finish(engine::FinishContext& ctx) {
                                  "the repository has no manifest (chunk 00…00): borg cannot list any archive"));
   }
   if (verify_data_ && type_ && has_manifest_ && service_.Lost().ok()) CheckManifest(ctx);
-  if (std::optional<std::string> note = Borg2b5SessionNote(ctx.verifiers, verify_data_, type_)) {
+  if (std::optional<std::string> note = Borg2b5SessionNote(Borg2b5SessionsSeen(ctx.verifiers), verify_data_, type_)) {
     ctx.summary.notes.push_back(std::move(*note));
   }
   key_.reset();           // wipes the key material

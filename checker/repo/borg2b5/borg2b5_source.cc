@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "checker/keys/key_identity.h"
 #include "checker/repo/borg2/borg2_repo_obj.h"
@@ -54,6 +55,10 @@ class Borg2b5Source final : public engine::EnvUnitSource {
   }
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
   void Finish(engine::FinishContext& ctx) override;
+  // Sharded runs (engine/shard.h): the session keys the shard's verifiers authenticated, for
+  // the summary's note on their derivation.
+  void SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const> verifiers) override;
+  Status LoadEvidence(const nlohmann::json& in) override;
   std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {
     if (!type_) return nullptr;
     return MakeBorg2b5ArchiveSource(env_, plan_, type_, key_ ? &key_->material : nullptr);
@@ -78,6 +83,7 @@ class Borg2b5Source final : public engine::EnvUnitSource {
   // verifier. Empty without lanes (CheckOptions::hash_lanes false, keyless, or a BLAKE3 id).
   mutable std::optional<crypto::LaneHash> id_lane_hash_;
   mutable bool id_lane_hash_made_ = false;
+  Borg2b5Sessions shard_sessions_;  // the merge's: what the shards' verifiers saw
 };
 
 std::optional<ByteBuffer> Borg2b5Source::ReadEntry(const Borg2Segment& seg, const Borg2Entry& e) const {
@@ -303,11 +309,37 @@ void Borg2b5Source::Finish(engine::FinishContext& ctx) {
   if (verify_data_ && type_ && manifest_entry) VerifyManifestTam(ctx, *manifest_seg, *manifest_entry);
 
   // Which session-key derivation the AEAD sessions used (b5..b7 HKDF, b8.. SHA-256).
-  if (std::optional<std::string> note = Borg2b5SessionNote(ctx.verifiers, verify_data_, type_)) {
+  Borg2b5Sessions sessions = Borg2b5SessionsSeen(ctx.verifiers);
+  sessions.insert(shard_sessions_.begin(), shard_sessions_.end());
+  if (std::optional<std::string> note = Borg2b5SessionNote(sessions, verify_data_, type_)) {
     ctx.summary.notes.push_back(std::move(*note));
   }
   key_.reset();  // wipes the key material
   id_lane_hash_.reset();  // and the lanes' key states
+}
+
+void Borg2b5Source::SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const> verifiers) {
+  nlohmann::json sessions = nlohmann::json::object();
+  for (const auto& [sid, kdf] : Borg2b5SessionsSeen(verifiers)) sessions[sid] = crypto::SessionKdfName(kdf);
+  out = {{"sessions", std::move(sessions)}};
+  key_.reset();  // wipes the key material, as Finish does
+  id_lane_hash_.reset();
+}
+
+Status Borg2b5Source::LoadEvidence(const nlohmann::json& in) {
+  const Status bad(StatusCode::kInvalidArgument, "a shard's borg 2.0.0b5 evidence does not parse");
+  if (!in.is_object() || !in.contains("sessions") || !in["sessions"].is_object()) return bad;
+  for (const auto& [sid, kdf] : in["sessions"].items()) {
+    std::string raw;
+    if (!kdf.is_string() || sid.empty() || sid.size() > 64 || !FromHex(sid, raw)) return bad;
+    std::optional<crypto::SessionKdf> k;
+    for (crypto::SessionKdf c : {crypto::SessionKdf::kHkdfSha512, crypto::SessionKdf::kSha256}) {
+      if (crypto::SessionKdfName(c) == kdf.get<std::string>()) k = c;
+    }
+    if (!k) return bad;
+    shard_sessions_[sid] = *k;
+  }
+  return Status::Ok();
 }
 
 }  // namespace

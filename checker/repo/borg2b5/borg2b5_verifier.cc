@@ -174,13 +174,17 @@ std::optional<std::string> Borg2b5ManifestTamProblem(Bytes plain, const crypto::
   return "manifest TAM: " + tam.message;
 }
 
-std::optional<std::string> Borg2b5SessionNote(std::span<engine::ObjectVerifier* const> verifiers, bool verify_data,
-                                              const crypto::Borg2KeyType* type) {
-  std::map<std::string, crypto::SessionKdf> sessions;
+Borg2b5Sessions Borg2b5SessionsSeen(std::span<engine::ObjectVerifier* const> verifiers) {
+  Borg2b5Sessions sessions;
   for (engine::ObjectVerifier* v : verifiers) {
     static_cast<Borg2b5Verifier*>(v)->ForEachSession(
         [&](Bytes sid, crypto::SessionKdf kdf) { sessions[ToHex(sid)] = kdf; });
   }
+  return sessions;
+}
+
+std::optional<std::string> Borg2b5SessionNote(const Borg2b5Sessions& sessions, bool verify_data,
+                                              const crypto::Borg2KeyType* type) {
   if (!sessions.empty()) {
     size_t hkdf = 0, sha = 0;
     for (const auto& [sid, kdf] : sessions) (kdf == crypto::SessionKdf::kHkdfSha512 ? hkdf : sha)++;

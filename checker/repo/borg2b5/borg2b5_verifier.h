@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -125,7 +126,12 @@ std::optional<std::string> Borg2b5ManifestTamProblem(Bytes plaintext, const cryp
 
 // The summary's note on which session-key derivation the AEAD sessions used (b5..b7 HKDF, b8..
 // SHA-256), from every worker's Borg2b5Verifier (Finish).
-std::optional<std::string> Borg2b5SessionNote(std::span<engine::ObjectVerifier* const> verifiers, bool verify_data,
+// The AEAD sessions the verifiers authenticated: session id (hex) -> its key derivation.
+using Borg2b5Sessions = std::map<std::string, crypto::SessionKdf>;
+Borg2b5Sessions Borg2b5SessionsSeen(std::span<engine::ObjectVerifier* const> verifiers);
+// The note that says which derivation the sessions used (`sessions`: what the verifiers saw,
+// and a merge's shards' too), or none.
+std::optional<std::string> Borg2b5SessionNote(const Borg2b5Sessions& sessions, bool verify_data,
                                               const crypto::Borg2KeyType* type);
 
 }  // namespace borgcheck::repo

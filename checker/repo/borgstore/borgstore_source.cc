@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "checker/crypto/borg2master_crypto.h"
 #include "checker/repo/borgstore/borgstore_archives.h"
@@ -72,6 +73,10 @@ class BorgstoreSource final : public engine::EnvUnitSource {
     return true;
   }
   void Finish(engine::FinishContext& ctx) override;
+  // Sharded runs (engine/shard.h): each pack's walk (PackResult), for the orphans, the archives
+  // whose metadata only a pack holds, and the archive pass's unindexed blobs.
+  void SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const> verifiers) override;
+  Status LoadEvidence(const nlohmann::json& in) override;
   std::unique_ptr<engine::ArchiveSource> MakeArchiveSource() override {
     if (!type_) return nullptr;
     // After the object pass, the blobs the pack walk found that no index fragment lists are
@@ -566,6 +571,56 @@ void BorgstoreSource::Finish(engine::FinishContext& ctx) {
                                           index_.size(), layout_.archives.size()));
   key_.reset();  // wipes the key material
   id_lane_hash_.reset();  // and the lanes' key states
+}
+
+void BorgstoreSource::SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const>) {
+  nlohmann::json packs = nlohmann::json::array();
+  for (size_t p = 0; p < pack_results_.size(); ++p) {
+    const PackResult& r = pack_results_[p];
+    if (!r.read) continue;  // not read by this shard, or could not be (its findings say so)
+    nlohmann::json orphans = nlohmann::json::array();
+    for (size_t i = 0; i < r.orphan_ids.size() && i < r.orphan_blobs.size(); ++i) {
+      orphans.push_back({Hex(r.orphan_ids[i]), r.orphan_blobs[i].first, r.orphan_blobs[i].second});
+    }
+    packs.push_back({layout_.packs[p].name, r.blobs, r.orphans, std::move(orphans)});
+  }
+  out = {{"packs_walked", std::move(packs)}};
+  key_.reset();  // wipes the key material, as Finish does
+  id_lane_hash_.reset();
+}
+
+Status BorgstoreSource::LoadEvidence(const nlohmann::json& in) {
+  const Status bad(StatusCode::kInvalidArgument, "a shard's borgstore evidence does not parse");
+  if (!in.is_object() || !in.contains("packs_walked") || !in["packs_walked"].is_array()) return bad;
+  std::map<std::string, size_t> by_name;
+  for (size_t p = 0; p < layout_.packs.size(); ++p) by_name[layout_.packs[p].name] = p;
+  auto count = [](const nlohmann::json& j) { return j.is_number_unsigned(); };
+  for (const nlohmann::json& e : in["packs_walked"]) {
+    if (!e.is_array() || e.size() != 4 || !e[0].is_string() || !count(e[1]) || !count(e[2]) || !e[3].is_array()) {
+      return bad;
+    }
+    auto it = by_name.find(e[0].get<std::string>());
+    if (it == by_name.end() || pack_results_[it->second].read) {
+      return Status(StatusCode::kInvalidArgument, "a shard's evidence names a pack that is no unit of this plan, "
+                                                  "or one two shards walked");
+    }
+    PackResult r;
+    r.read = true;
+    r.blobs = e[1].get<uint64_t>();
+    r.orphans = e[2].get<uint64_t>();
+    for (const nlohmann::json& o : e[3]) {
+      ChunkId id;
+      if (!o.is_array() || o.size() != 3 || !o[0].is_string() || !ParseHexId(o[0].get<std::string>(), id) ||
+          !count(o[1]) || !count(o[2])) {
+        return bad;
+      }
+      r.orphan_ids.push_back(id);
+      r.orphan_blobs.emplace_back(o[1].get<uint64_t>(), o[2].get<uint64_t>());
+    }
+    if (r.orphans != r.orphan_ids.size() || r.orphans > r.blobs) return bad;
+    pack_results_[it->second] = std::move(r);
+  }
+  return Status::Ok();
 }
 
 }  // namespace

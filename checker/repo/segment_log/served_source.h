@@ -75,6 +75,8 @@ class ServedSegmentSource : public engine::ObjectSource {
   bool ForEachLiveId(size_t unit, const std::function<void(const engine::ChunkId&)>& each) const final;
   unsigned Connections() const final { return 1; }
   Status Lost() const final { return service_.Lost(); }
+  // Its units are runs of the server's scan: another process's scan is not cut the same way.
+  bool CanShard() const final { return false; }
 
  protected:
   // MakePlan's shared part: the lists, the units, the repository id, the scan's findings and
