@@ -21,6 +21,8 @@ What is checked:
   * A task killed mid-run (a BORGCHECK wrapper that SIGKILLs itself for shard 2 of 3, as a
     preemption would): the task leaves only shard-2-of-3.jsonl.partial, and the merge exits 2
     with one error record naming shard 2 of 3 as missing (also in the merge job's output).
+    Then that task again (`sbatch --array=2 borgcheck-shards.sbatch REPO 3 OUTDIR`) and the merge
+    again, as docs/distributed.md says: exit 0, the clean repository's counts.
   * A fleet of 5 repositories (copies of three generations; one damaged; one path with a space;
     the list with a comment and a blank line): overall exit 90, the fleet record names the
     damaged one with its verdict (integrity-errors, exit 90, 1 error) and the 4 others ok;
@@ -53,7 +55,8 @@ import cli_support as cs  # noqa: E402
 import repo_files  # noqa: E402
 import slurm_cluster  # noqa: E402
 
-SUBMIT = os.path.join(os.path.dirname(TESTS), "dist", "slurm", "submit.sh")
+DIST = os.path.join(os.path.dirname(TESTS), "dist", "slurm")
+SUBMIT = os.path.join(DIST, "submit.sh")
 N = 3
 JOB_TIMEOUT = 240  # seconds for every job to leave the queue (about 15 s here; ASan is slower)
 
@@ -184,7 +187,7 @@ class SlurmJobs(unittest.TestCase):
             cls.expected[name] = (rc, set(expect))
         chunk, seg, off = flip_second_object(repos["borg1-damaged"])
         cls.expected["borg1-damaged"][1].add((chunk, "authentication", "[segment %d, offset %d]" % (seg, off)))
-        killed_repo = copy_fixture(SCENARIOS["borg1-clean"][0], os.path.join(cls.tmp, "killed"))
+        cls.killed_repo = killed_repo = copy_fixture(SCENARIOS["borg1-clean"][0], os.path.join(cls.tmp, "killed"))
         fleet = [copy_fixture(rel, os.path.join(cls.tmp, "fleet", "repo %d" % i if i == 2 else "repo%d" % i))
                  for i, rel in enumerate(FLEET, 1)]
         cls.fleet = fleet
@@ -300,9 +303,28 @@ class SlurmJobs(unittest.TestCase):
                          ("error", "invalid-argument", cs.EXIT_COULD_NOT_RUN), error)
         self.assertIn("shard 2 of 3 is missing", error["message"])
         # Slurm's output of the merge job says it too.
-        [merge_out] = [n for n in os.listdir(out) if n == "slurm-%s.out" % self.jobs["killed"]["merge"]]
-        with open(os.path.join(out, merge_out)) as f:
+        with open(os.path.join(out, "slurm-%s.out" % self.jobs["killed"]["merge"])) as f:
             self.assertIn("shard 2 of 3 is missing", f.read())
+
+        # docs/distributed.md's way out: that one task again (an array of one task still checks
+        # shard 2 of 3), then the merge again; now it is the clean repository's verdict.
+        env = self.cluster.env(self.job_env, base={})
+        task = self.cluster.command(["sbatch", "--parsable", "--array=2", "--output=" + out + "/slurm-%A_%a.out",
+                                     os.path.join(DIST, "borgcheck-shards.sbatch"), self.killed_repo, str(N), out],
+                                    env=env).stdout.strip()
+        merge = self.cluster.command(["sbatch", "--parsable", "--dependency=afterany:" + task,
+                                      "--output=" + out + "/slurm-%j.out", os.path.join(DIST, "borgcheck-merge.sbatch"),
+                                      out, "--json"], env=env).stdout.strip()
+        self.cluster.wait_for_jobs([task, merge], timeout=JOB_TIMEOUT)
+        self.assertEqual([t[1:] for t in self.cluster.job_tasks(task)], [("COMPLETED", 0)])
+        self.assertEqual([t[1:] for t in self.cluster.job_tasks(merge)], [("COMPLETED", 0)], self.context("killed"))
+        with open(os.path.join(out, "report.jsonl")) as f:
+            records = json_records(f.read())
+        self.assertEqual(findings(records), set())
+        clean = summary(self.unsharded["borg1-clean"][1])
+        total = summary(records)
+        self.assertEqual((total["repository"], total["objects_total"], total["objects_verified"], total["verdict"]),
+                         (self.killed_repo, clean["objects_total"], clean["objects_verified"], "ok"))
 
     # -- a fleet --------------------------------------------------------------------------------
 
