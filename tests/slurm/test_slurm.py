@@ -27,6 +27,7 @@ What is checked:
     the list with a comment and a blank line): overall exit 90, the fleet record names the
     damaged one with its verdict (integrity-errors, exit 90, 1 error) and the 4 others ok;
     the damaged one's finding exactly; each run wrote its own metrics.
+  * None of the jobs or runs wrote anything into the repositories (bytes and mtimes).
 All jobs are submitted at once and waited for together (bounded), while the unsharded runs go
 on here, so the whole test costs a few seconds beyond the cluster's start.
 
@@ -183,12 +184,12 @@ class SlurmJobs(unittest.TestCase):
         cls.expected = {}
         repos = {}
         for name, (rel, rc, expect) in SCENARIOS.items():
-            repos[name] = copy_fixture(rel, os.path.join(cls.tmp, name))
+            repos[name] = copy_fixture(rel, os.path.join(cls.tmp, "repos", name))
             cls.expected[name] = (rc, set(expect))
         chunk, seg, off = flip_second_object(repos["borg1-damaged"])
         cls.expected["borg1-damaged"][1].add((chunk, "authentication", "[segment %d, offset %d]" % (seg, off)))
-        cls.killed_repo = killed_repo = copy_fixture(SCENARIOS["borg1-clean"][0], os.path.join(cls.tmp, "killed"))
-        fleet = [copy_fixture(rel, os.path.join(cls.tmp, "fleet", "repo %d" % i if i == 2 else "repo%d" % i))
+        cls.killed_repo = killed_repo = copy_fixture(SCENARIOS["borg1-clean"][0], os.path.join(cls.tmp, "repos", "killed"))
+        fleet = [copy_fixture(rel, os.path.join(cls.tmp, "repos", "fleet", "repo %d" % i if i == 2 else "repo%d" % i))
                  for i, rel in enumerate(FLEET, 1)]
         cls.fleet = fleet
         fleet_list = os.path.join(cls.tmp, "fleet.list")
@@ -199,7 +200,9 @@ class SlurmJobs(unittest.TestCase):
             f.write(KILLED_WRAPPER % cs.BINARY)
         os.chmod(wrapper, 0o755)
 
-        # Every job at once; the unsharded runs meanwhile, here.
+        # Every job at once; the unsharded runs meanwhile, here. Nothing may write to the
+        # repositories (cli_support's snapshot: bytes and mtimes of everything).
+        cls.before = cs.snapshot(os.path.join(cls.tmp, "repos"))
         cls.jobs = {}
         cls.out = {}
         for name in SCENARIOS:
@@ -222,6 +225,7 @@ class SlurmJobs(unittest.TestCase):
         cls.cluster.wait_for_jobs([j for jobs in cls.jobs.values() for j in jobs.values()], timeout=JOB_TIMEOUT)
         cls.tasks = {name: {kind: cls.cluster.job_tasks(j) for kind, j in jobs.items()}
                      for name, jobs in cls.jobs.items()}
+        cls.after = cs.snapshot(os.path.join(cls.tmp, "repos"))
 
     @classmethod
     def submit(cls, args, **more):
@@ -234,7 +238,7 @@ class SlurmJobs(unittest.TestCase):
 
     def merged(self, name):
         """(the merge job's exit code, its JSON records, merge.log)."""
-        [(_, state, rc)] = self.tasks[name]["merge"]
+        [(_task, _state, rc)] = self.tasks[name]["merge"]
         out = self.out[name]
         with open(os.path.join(out, "merge.log")) as f:
             log = f.read()
@@ -250,6 +254,9 @@ class SlurmJobs(unittest.TestCase):
                 with open(os.path.join(out, entry), errors="replace") as f:
                     parts.append("--- %s\n%s" % (entry, f.read()[-3000:]))
         return "\n".join(parts)
+
+    def test_nothing_is_written_to_the_repositories(self):
+        self.assertEqual(cs.snapshot_diff(self.before, self.after), [])
 
     # -- shards ---------------------------------------------------------------------------------
 
