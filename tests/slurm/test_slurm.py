@@ -26,7 +26,9 @@ What is checked:
   * A fleet of 5 repositories (copies of three generations; one damaged; one path with a space;
     the list with a comment and a blank line): overall exit 90, the fleet record names the
     damaged one with its verdict (integrity-errors, exit 90, 1 error) and the 4 others ok;
-    the damaged one's finding exactly; each run wrote its own metrics.
+    the damaged one's finding exactly; each run wrote its own metrics. The merge script over
+    those results less one repository's names it and exits 2 (90 while the damaged one is
+    there).
   * None of the jobs or runs wrote anything into the repositories (bytes and mtimes).
 All jobs are submitted at once and waited for together (bounded), while the unsharded runs go
 on here, so the whole test costs a few seconds beyond the cluster's start.
@@ -352,6 +354,30 @@ class SlurmJobs(unittest.TestCase):
         # Each run wrote its own metrics.
         for i in range(1, len(FLEET) + 1):
             self.assertTrue(os.path.isfile(os.path.join(self.out["fleet"], "repo-%d.prom" % i)), i)
+
+    def test_fleet_merge_names_a_repository_without_a_result(self):
+        """The merge script alone (run here, as the job would), on copies of the fleet's results
+        less one repository's: exit 2, or 90 when another repository has integrity errors; the
+        repository named in merge.log."""
+        for gone, want_rc in ((FLEET_DAMAGED + 1, cs.EXIT_COULD_NOT_RUN), (4, cs.EXIT_INTEGRITY_ERRORS)):
+            with self.subTest(gone=gone):
+                out = os.path.join(self.tmp, "fleet-without-%d" % gone)
+                shutil.copytree(self.out["fleet"], out)
+                for name in os.listdir(out):
+                    if name.startswith(("report.", "merge.")):
+                        os.remove(os.path.join(out, name))
+                os.remove(os.path.join(out, "repo-%d.jsonl" % gone))
+                p = subprocess.run(["bash", os.path.join(DIST, "borgcheck-merge.sbatch"), out, "--json"],
+                                   env=self.job_env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                                   timeout=120)
+                line = "repository %d (%s) has no result: its task did not finish" % (gone, self.fleet[gone - 1])
+                self.assertEqual(p.returncode, want_rc, p)
+                self.assertIn(line, p.stderr)
+                with open(os.path.join(out, "merge.log")) as f:
+                    self.assertIn(line, f.read())
+                with open(os.path.join(out, "report.jsonl")) as f:
+                    [fleet] = [r for r in json_records(f.read()) if r["type"] == "fleet"]
+                self.assertEqual(len(fleet["repositories"]), len(FLEET) - 1)
 
 
 if __name__ == "__main__":
