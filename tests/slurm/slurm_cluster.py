@@ -120,7 +120,8 @@ class SlurmCluster:
         self.node = None  # the node's name: this machine's short host name
         self.cpus = None
         self.memory = None
-        self.ports = None
+        self.ports = None  # (slurmctld's, slurmd's)
+        self.munge_socket = None
         self.procs = []  # (name, Popen), in start order
 
     # -- lifecycle ----------------------------------------------------------------------------
