@@ -25,7 +25,8 @@ from cli_support import CliTestCase  # noqa: E402
 SOURCE_DIR = os.path.dirname(cs.DOCS)
 BUILD_DIR = os.environ.get("BORGCHECK_BUILD_DIR", "")
 UNITS = ("borgcheck@.service", "borgcheck@.timer")
-DOCS = ("README.md", "cli.md", "json.md", "exit-codes.md", "formats.md", "nightly.md", "remote.md")
+DOCS = ("README.md", "cli.md", "json.md", "exit-codes.md", "formats.md", "nightly.md", "remote.md",
+        "distributed.md")
 SANITIZER_RUNTIMES = re.compile(r"^lib(asan|ubsan|tsan|lsan)\d+$")
 
 
