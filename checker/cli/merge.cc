@@ -276,9 +276,10 @@ int PrintFleet(const std::vector<RunFile>& runs, bool json, report::Reporter& re
 
 int MergeMain(std::vector<std::string> args, report::OutputStream& out, report::OutputStream& err) {
   CLI::App app(
-      "borgcheck merge: one verdict from the JSON Lines of the N shards of one repository (borgcheck --shard K/N "
-      "--json), with a final pass on the repository (the checks that span segments or packs, and the archives); or "
-      "one fleet verdict from whole runs of several repositories. docs/distributed.md",
+      "borgcheck merge: one verdict from the JSON Lines of the N shards of one repository\n"
+      "(borgcheck --shard K/N --json), with a final pass on the repository (the checks that span\n"
+      "segments or packs, and the archives); or one fleet verdict from whole runs of several\n"
+      "repositories. The passphrase comes from the environment, as for any run. docs/distributed.md",
       "borgcheck merge");
   RawArgs raw;
   std::vector<std::string> files;

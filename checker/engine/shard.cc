@@ -10,7 +10,7 @@ nlohmann::json ShardRecordJson(const ShardResult& r) {
   nlohmann::json findings = nlohmann::json::array();
   for (const report::Finding& f : r.findings) findings.push_back(report::FindingJson(f));
   return {{"type", "shard"},
-          {"version", kShardRecordVersion},
+          {"version", uint64_t(kShardRecordVersion)},
           {"shard", fmt::format("{}/{}", r.k, r.n)},
           {"k", r.k},
           {"n", r.n},
@@ -40,8 +40,11 @@ Result<ShardResult> ParseShardRecord(const nlohmann::json& j) {
     return true;
   };
   auto u64 = [&](const char* k, uint64_t& v) {
-    if (!j.contains(k) || !j[k].is_number_unsigned()) return false;
-    v = j[k].get<uint64_t>();
+    if (!j.contains(k)) return false;
+    const nlohmann::json& x = j[k];
+    // A parsed text has unsigned numbers; a value built in memory may hold a signed one.
+    if (!x.is_number_unsigned() && !(x.is_number_integer() && x.get<int64_t>() >= 0)) return false;
+    v = x.get<uint64_t>();
     return true;
   };
   auto flag = [&](const char* k, bool& v) {

@@ -50,6 +50,7 @@ struct ShardResult {
   uint64_t objects_verified = 0, stored_bytes = 0, plaintext_bytes = 0, bytes_read = 0;
   std::vector<report::Finding> findings;  // what it found in its units (planning's are not here)
   nlohmann::json evidence = nlohmann::json::object();  // the source's (SaveEvidence)
+  bool operator==(const ShardResult&) const = default;
 };
 
 // The shards of one run, k = 1..n, each once (the merge checks that before it makes one).

@@ -38,7 +38,7 @@ _borgcheck() {
         # Options whose value is a number, a duration, a size or a pattern: nothing to offer.
         --threads | --progress-interval | --lock-wait | -a | --match-archives | --glob-archives | \
             --first | --last | --sample | --sample-seed | --max-duration | --max-age | --min-interval | \
-            --rsh | --remote-path | --remote-connections | --remote-timeout)
+            --rsh | --remote-path | --remote-connections | --remote-timeout | --shard)
             COMPREPLY=()
             return 0
             ;;
@@ -50,7 +50,7 @@ _borgcheck() {
             -q --quiet -v --verbose --info --show-rc --bypass-lock --lock-wait --soft-fail
             --repository-only --archives-only -a --match-archives --glob-archives --first --last
             --subset --sample --sample-seed --max-duration --max-age --min-interval --state-dir
-            --rsh --remote-path --remote-connections --remote-timeout --metrics-file --version
+            --rsh --remote-path --remote-connections --remote-timeout --shard --metrics-file --version
         )
         COMPREPLY=($(compgen -W "${opts[*]}" -- "$cur"))
         return 0

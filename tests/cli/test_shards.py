@@ -19,6 +19,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import cli_support as cs  # noqa: E402
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "interop"))
+import repo_files  # noqa: E402
+
 # Summary fields that say when and how long, or which process: not the verdict.
 TIMING = {"elapsed_s", "throughput_bytes_per_s", "started_at", "finished_at", "threads", "shard", "merged_shards"}
 COVERAGE_TIMES = {"full_verification_at", "oldest_unit_verified_at", "oldest_unit_age_s"}
@@ -98,9 +101,12 @@ class ShardCase(cs.CliTestCase):
         repo = self.copy(gen, rel)
         whole = self.run_borgcheck(["--verify-data", "--threads", "2", "--json", repo], self.env, timeout=120)
         self.assertNotEqual(whole.rc, cs.EXIT_COULD_NOT_RUN, whole)
+        self.assert_merge_equals_unsharded_repo(repo, whole, ns)
+
+    def assert_merge_equals_unsharded_repo(self, repo, whole, ns):
         want = self.comparable(self.records(whole))
         for n in ns:
-            with self.subTest(fixture=gen + "/" + rel, n=n):
+            with self.subTest(repository=os.path.basename(repo), n=n):
                 files = self.shard_files(repo, n)
                 merged = self.run_borgcheck(["merge", "--json", "--threads", "2"] + files, self.env, timeout=120)
                 self.assertEqual(merged.rc, whole.rc, merged)
@@ -126,6 +132,29 @@ class Shards(ShardCase):
         self.assertGreaterEqual(len(cases), 60)
         for gen, rel in cases:
             self.assert_merge_equals_unsharded(gen, rel, [3])
+
+    def test_index_inconsistencies_across_shards(self):
+        # borg 1.x's index-vs-log comparison spans segments: index.N places chunk A at chunk B's
+        # entry in another segment, so A's own PUT is a dead entry of one shard and the
+        # misplaced index entry another's. With a shard per segment the merge must put the two
+        # together as the unsharded walk does: A verified from its PUT, one index error.
+        repo = self.copy("borg1", "v1.2.4/repos/repokey")
+        ix = repo_files.Index(repo_files.index_path(repo))
+        entries = ix.entries()
+        by_segment = {}
+        for cid, (_, seg, off) in sorted(entries.items(), key=lambda e: e[1][1:]):
+            if cid != bytes(32):
+                by_segment.setdefault(seg, []).append((cid, off))
+        (seg_a, [(a, _), *_]), (seg_b, [(b, b_off), *_]) = list(by_segment.items())[:2]
+        self.assertNotEqual(seg_a, seg_b)
+        ix.set_value(a, seg_b, b_off)
+        ix.save()
+        whole = self.run_borgcheck(["--verify-data", "--json", repo], self.env)
+        self.assertEqual(whole.rc, cs.EXIT_INTEGRITY_ERRORS, whole)
+        index = [f for f in self.records(whole) if f["type"] == "finding" and f["stage"] == "index"]
+        self.assertEqual([(f["chunk_id"], f["segment"], f["offset"]) for f in index], [(a.hex(), seg_b, b_off)])
+        self.assertIn("is verified instead", index[0]["message"])
+        self.assert_merge_equals_unsharded_repo(repo, whole, [64])
 
     def test_one_two_and_more_shards_than_units(self):
         for gen, rel in (("borg1", "v1.2.4/repos/repokey"), ("borg2b5", "corrupt/chpo-data-authfail"),
@@ -163,6 +192,16 @@ class Refusals(ShardCase):
         r = self.merge([self.files[0], cut, self.files[2]])
         self.assertIn("holds no summary: the run did not finish", r.stderr)
 
+    def test_a_shard_that_could_not_start(self):
+        # A wrong passphrase: the shard's output is one error record (exit 52), no shard record.
+        failed = os.path.join(self.tmp, "failed.jsonl")
+        r = self.run_borgcheck(["--verify-data", "--json", "--shard", "2/3", self.repo], {"BORG_PASSPHRASE": "wrong"})
+        self.assertEqual(r.rc, 52, r)
+        with open(failed, "w") as f:
+            f.write(r.stdout)
+        r = self.merge([self.files[0], failed, self.files[2]])
+        self.assertIn("failed.jsonl: the run could not start (exit 52", r.stderr)
+
     def test_shards_of_two_repositories(self):
         other = self.copy("borg1", "v1.4.4/repos/repokey")
         theirs = self.shard_files(other, 3)
@@ -176,6 +215,20 @@ class Refusals(ShardCase):
             f.write(r.stdout)
         r = self.merge(self.files + [whole])
         self.assertIn("mix shards", r.stderr)
+
+    def test_evidence_of_another_plan(self):
+        # A shard record edited (or of another plan) names a segment the repository does not
+        # have: the merge refuses instead of merging what it cannot place.
+        bad = os.path.join(self.tmp, "bad.jsonl")
+        with open(self.files[0]) as f:
+            records = [json.loads(line) for line in f]
+        for rec in records:
+            if rec["type"] == "shard":
+                rec["evidence"]["index_events"].append([99999, [["delete", "ab" * 32, 8]]])
+        with open(bad, "w") as f:
+            f.writelines(json.dumps(rec) + "\n" for rec in records)
+        r = self.merge([bad] + self.files[1:])
+        self.assertIn("shard 1/3: a shard's evidence names segment 99999", r.stderr)
 
     def test_not_a_run(self):
         junk = os.path.join(self.tmp, "junk.jsonl")

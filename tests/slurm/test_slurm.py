@@ -136,8 +136,13 @@ def without_times(value):
 
 
 def report(records):
-    """A run's records as a report to compare: no progress, no clock readings."""
-    return [without_times(r) for r in records if r["type"] != "progress"]
+    """A run's records as a report to compare: no progress, no clock readings, and not the
+    merge's own count of the shards it merged (`merged_shards`, null in the unsharded run)."""
+    out = [without_times(r) for r in records if r["type"] != "progress"]
+    for r in out:
+        if r["type"] == "summary":
+            r.pop("merged_shards", None)
+    return out
 
 
 def json_records(text):

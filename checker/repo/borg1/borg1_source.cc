@@ -753,7 +753,9 @@ Status Borg1Source::LoadEvidence(const nlohmann::json& in) {
   auto id_of = [](const nlohmann::json& j, ChunkId& id) {
     return j.is_string() && ParseHexId(j.get<std::string>(), id);
   };
-  auto u32 = [](const nlohmann::json& j) { return j.is_number_unsigned() && j.get<uint64_t>() <= UINT32_MAX; };
+  auto u32 = [](const nlohmann::json& j) {
+    return (j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0)) && j.get<uint64_t>() <= UINT32_MAX;
+  };
   if (!in.is_object() || !in.contains("index_events") || !in.contains("misplaced") || !in["index_events"].is_array() ||
       !in["misplaced"].is_array()) {
     return bad;

@@ -594,7 +594,9 @@ Status BorgstoreSource::LoadEvidence(const nlohmann::json& in) {
   if (!in.is_object() || !in.contains("packs_walked") || !in["packs_walked"].is_array()) return bad;
   std::map<std::string, size_t> by_name;
   for (size_t p = 0; p < layout_.packs.size(); ++p) by_name[layout_.packs[p].name] = p;
-  auto count = [](const nlohmann::json& j) { return j.is_number_unsigned(); };
+  auto count = [](const nlohmann::json& j) {
+    return j.is_number_unsigned() || (j.is_number_integer() && j.get<int64_t>() >= 0);
+  };
   for (const nlohmann::json& e : in["packs_walked"]) {
     if (!e.is_array() || e.size() != 4 || !e[0].is_string() || !count(e[1]) || !count(e[2]) || !e[3].is_array()) {
       return bad;
