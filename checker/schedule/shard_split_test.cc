@@ -67,7 +67,8 @@ TEST_CASE("more shards than units: every unit once, the other shards empty", "[s
 
 TEST_CASE("the split of equal units is round-robin by size order, plan order on ties", "[shard]") {
   const std::vector<uint64_t> bytes = {5, 5, 5, 5, 9};
-  // 9 -> shard 1; the 5s in plan order to the least loaded: unit 0 -> 2, unit 1 -> 1? (1 has 9)
+  // unit 4 (9 bytes) -> shard 0; unit 0 -> shard 1 (0 < 9); unit 1 -> shard 1 (5 < 9); unit 2 -> shard 0
+  // (9 < 10); unit 3 -> shard 1 (10 < 14).
   const std::vector<uint32_t> s = SplitIntoShards(bytes, 2);
   REQUIRE(s == std::vector<uint32_t>{1, 1, 0, 1, 0});
 }
@@ -78,7 +79,7 @@ TEST_CASE("units of 0 bytes are spread by count", "[shard]") {
   REQUIRE(s == std::vector<uint32_t>{0, 1, 2, 0, 1, 2});
 }
 
-TEST_CASE("--shard K/N is parsed strictly", "[shard]") {
+TEST_CASE("shard K/N (--shard) is parsed strictly", "[shard]") {
   uint32_t k = 0, n = 0;
   REQUIRE(ParseShard("3/8", k, n).ok());
   REQUIRE((k == 3 && n == 8));

@@ -87,7 +87,7 @@ class DocsMatchHelp(CliTestCase):
                                 "--bypass-lock", "--lock-wait", "--soft-fail", "--repository-only", "--archives-only",
                                 "-a", "--match-archives", "--first", "--last", "--subset", "--sample", "--sample-seed",
                                 "--max-duration", "--max-age", "--min-interval", "--state-dir", "--rsh", "--remote-path",
-                                "--remote-connections", "--remote-timeout", "--metrics-file", "--version"])
+                                "--remote-connections", "--remote-timeout", "--shard", "--metrics-file", "--version"])
         rows = table_rows(self.doc)
         missing = [o for o in opts + ["REPO"] if not any(re.search(r"`%s[` ]" % re.escape(o), r) for r in rows)]
         self.assertEqual(missing, [], "options of --help without a row in docs/cli.md's options table")

@@ -22,7 +22,9 @@ SUMMARY_KEYS = {"type", "repository", "format", "mode", "verify_data", "transact
                 "finished_at", "repository_id", "archives_total", "archives_checked", "archives_not_checked",
                 # partial runs (docs/nightly.md)
                 "complete", "stopped", "subset", "sample_fraction", "sample_seed", "bytes_total", "bytes_skipped",
-                "units_total", "units_not_due", "coverage"}
+                "units_total", "units_not_due", "coverage",
+                # sharded runs (docs/distributed.md)
+                "shard", "merged_shards"}
 COVERAGE_KEYS = {"ratio", "max_age_s", "units_verified", "units_partly_verified", "units_never_verified", "cycle",
                  "full_verification_at",
                  "oldest_unit_verified_at", "oldest_unit_age_s", "state_file"}
@@ -268,7 +270,7 @@ class Records(JsonTestCase):
              "errors": 1, "io_errors": 0, "warnings": 0, "findings_by_stage": no_stages(authentication=1),
              "threads": 4,
              "notes": ["key: config"], "archives_total": 7, "archives_checked": 7, "archives_not_checked": None, "verdict": "integrity-errors",
-             "bytes_total": 276462, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "sample_fraction": None, "sample_seed": None,
+             "bytes_total": 276462, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "shard": None, "merged_shards": None, "sample_fraction": None, "sample_seed": None,
              "units_total": 30, "units_not_due": 0,
              "coverage": {"max_age_s": None, "ratio": 1.0, "state_file": None, "units_never_verified": 0,
                           "units_partly_verified": 0, "cycle": None,
@@ -292,7 +294,7 @@ class Records(JsonTestCase):
              "objects_verified": 17, "stored_bytes": 14636, "plaintext_bytes": 0, "bytes_read": 29249,
              "errors": 0, "io_errors": 0, "warnings": 1, "findings_by_stage": no_stages(segment=1), "threads": 1,
              "notes": [KEYLESS_NOTE], "archives_total": None, "archives_checked": None, "archives_not_checked": "keyless run", "verdict": "warnings",
-             "bytes_total": 29249, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "sample_fraction": None, "sample_seed": None,
+             "bytes_total": 29249, "bytes_skipped": 0, "complete": True, "stopped": None, "subset": None, "shard": None, "merged_shards": None, "sample_fraction": None, "sample_seed": None,
              "units_total": 12, "units_not_due": 0,
              "coverage": {"max_age_s": None, "ratio": 1.0, "state_file": None, "units_never_verified": 0,
                           "units_partly_verified": 0, "cycle": None,
