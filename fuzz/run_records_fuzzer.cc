@@ -2,7 +2,7 @@
 // (checker/report/json_records.h: finding, summary, error; checker/engine/shard.h: shard), the
 // merge's untrusted input (a file edited, truncated, of another version, or not ours at all).
 //
-// Input: one line of text, parsed as JSON (nlohmann, no exceptions) and handed to the parser
+// Input: one line of text nested at most 32 deep (as the merge admits), parsed as JSON (nlohmann, no exceptions) and handed to the parser
 // its `type` names.
 // Invariant:
 //   - no crash, no exception out of a parser, no abort: a record that does not parse is a
@@ -22,6 +22,7 @@ using namespace borgcheck;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  if (!report::JsonNestingWithin(text, 32)) return 0;  // the merge refuses such a line unparsed (cli/merge.h)
   const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string()) return 0;
   const std::string type = j["type"].get<std::string>();

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "checker/archive/archive_select.h"
 #include "checker/base/text_escape.h"
@@ -226,6 +227,17 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
       return Invalid("--shard checks whole segments or packs and the merge walks every archive: an archive "
                      "selection (--archives-only, -a/--match-archives, --first, --last, REPO::ARCHIVE) is not "
                      "available with --shard");
+    }
+    if (raw.metrics_file_given) {
+      return Invalid("--metrics-file with --shard would record one shard's success as the repository's: give it "
+                     "to the merge (borgcheck merge --metrics-file PATH.prom SHARDS...)");
+    }
+    // The shard record names the repository for the merge in JSON, which holds UTF-8 only.
+    try {
+      (void)nlohmann::json(o.RepositoryName()).dump();
+    } catch (const nlohmann::json::exception&) {
+      return Invalid("the repository's path is not valid UTF-8: the shard record cannot name it for the merge "
+                     "(docs/distributed.md); run the shards through a symbolic link whose name is");
     }
     // The merge opens the repository the shard names, from wherever it runs: a local path is
     // recorded absolute.

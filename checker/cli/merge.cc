@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "checker/base/text_escape.h"
 #include "checker/cli/cli_args.h"
 #include "checker/cli/run_main.h"
 #include "checker/report/exit_codes.h"
@@ -72,6 +73,10 @@ Result<RunFile> ParseRunFile(std::string name, std::string_view text) {
     ++line_no;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     auto where = [&] { return fmt::format("{} line {}", Name(f), line_no); };
+    if (!report::JsonNestingWithin(line, kMaxRecordDepth)) {
+      return Refused(where() + fmt::format(": nested deeper than {} levels: not a record of borgcheck --json",
+                                           kMaxRecordDepth));
+    }
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
     if (j.is_discarded() || !j.is_object() || !j.contains("type") || !j["type"].is_string()) {
       return Refused(where() + ": not a record of borgcheck --json (a JSON object with a `type`)");
@@ -102,6 +107,11 @@ Result<RunFile> ParseRunFile(std::string name, std::string_view text) {
       if (!r.ok()) return Refused(where() + ": " + r.status().message());
       f.error = r->first;
       f.exit_code = r->second;
+      if (f.exit_code == report::kExitOk || f.exit_code == report::kExitWarnings ||
+          f.exit_code == report::kExitIntegrityErrors) {
+        return Refused(where() + fmt::format(": an error record with exit code {}, which only a summary has",
+                                             f.exit_code));
+      }
     } else if (type == "fleet") {
       return Refused(where() + ": a fleet report; merge the runs it was made of instead");
     } else {
@@ -127,14 +137,12 @@ Result<MergeInput> PlanMerge(std::vector<RunFile> files) {
     (is_shard ? any_shard : any_run) = true;
   }
   if (!any_shard) {
-    // A fleet: one finished (or refused) run per repository.
+    // A fleet: one run per repository, each with its own verdict and exit code, also a run that
+    // stopped early (a time budget, a lost connection, a signal: its summary says so and its
+    // exit code counts) or could not start (its error record): refusing the fleet for it would
+    // hide another repository's 90.
     std::map<std::string, std::string> seen;  // repository id or name -> file
     for (RunFile& f : files) {
-      if (f.summary && !f.Finished()) {
-        return Refused(Name(f) + ": the run did not finish (" +
-                       (f.summary->stopped.empty() ? std::string("skipped") : "stopped: " + f.summary->stopped) +
-                       "): its verdict would be partial; run it again");
-      }
       const std::string key = f.summary && !f.summary->repository_id.empty() ? f.summary->repository_id
                               : f.summary                                    ? f.summary->repository
                                                                              : "file " + f.name;
@@ -175,10 +183,10 @@ Result<MergeInput> PlanMerge(std::vector<RunFile> files) {
                                  Name(*first), Name(f), a.repository, a.repository_id,
                                  s.repository, s.repository_id));
     }
-    if (s.transaction != a.transaction) {
-      return Refused(fmt::format("{} checked transaction {}, {} transaction {}: the repository changed between the "
-                                 "shards; run them all again",
-                                 Name(*first), a.transaction, Name(f), s.transaction));
+    if (s.transaction != a.transaction || s.plan != a.plan) {
+      return Refused(fmt::format("{} checked transaction {} (plan {}), {} transaction {} (plan {}): the repository "
+                                 "changed between the shards; run them all again",
+                                 Name(*first), a.transaction, a.plan, Name(f), s.transaction, s.plan));
     }
     if (s.n != a.n) {
       return Refused(fmt::format("{} is a shard of {}, {} of {}: shards of one split only", Name(*first), a.n, Name(f), s.n));
@@ -298,6 +306,11 @@ int MergeMain(std::vector<std::string> args, report::OutputStream& out, report::
   CLI::Option* timeout = app.add_option("--remote-timeout", raw.remote_timeout, "seconds without an answer (sftp://)")
                              ->type_name("SECONDS");
   app.add_flag("--show-rc", raw.show_rc, "print the exit code on stderr at the end, as borg does");
+  app.failure_message([](const CLI::App* a, const CLI::Error& e) {  // as main's: argv is escaped
+    const std::string what = e.what();
+    const std::string message = CLI::FailureMessage::simple(a, e);
+    return EscapeText(what) + message.substr(std::min(what.size(), message.size()));
+  });
   std::vector<std::string> reversed(args.rbegin(), args.rend());
   try {
     app.parse(reversed);

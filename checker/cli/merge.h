@@ -33,6 +33,8 @@ namespace borgcheck::cli {
 // The most bytes merge reads of one file (a shard of a badly damaged repository may hold many
 // findings; beyond this the file is refused, not cut).
 inline constexpr uint64_t kMaxRunFileBytes = 4ull << 30;
+// The deepest nesting of arrays and objects a record may have (ours nest at most 5 deep).
+inline constexpr size_t kMaxRecordDepth = 32;
 
 // One file: the JSON Lines of one run.
 struct RunFile {

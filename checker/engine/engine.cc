@@ -676,7 +676,12 @@ Status Engine::CheckShardsMatchPlan() const {
   const std::string now = fmt::format("{} repository {} at transaction {}", plan_.format, plan_.repository_id,
                                       plan_.transaction.value_or(0));
   const std::string then = fmt::format("{} repository {} at transaction {}", s.format, s.repository_id, s.transaction);
-  if (now == then) return Status::Ok();
+  if (now == then) {
+    if (PlanFingerprint(plan_) == s.plan) return Status::Ok();
+    return Status(StatusCode::kRepositoryChanged,
+                  "the " + now + " has other segments, packs or objects than the shards saw (a backup, prune or "
+                  "compact ran since). Run the shards again");
+  }
   return Status(StatusCode::kRepositoryChanged,
                 "the shards checked the " + then + ", the repository is now the " + now +
                     ": a backup, prune or compact ran since (or the path names another repository). Run the "
@@ -689,9 +694,12 @@ Status Engine::TakeShards(report::RunSummary& sum) {
       return Status(st.code(), fmt::format("shard {}/{}: {}", s.k, s.n, st.message()));
     }
     for (const Finding& f : s.findings) sink_.Add(f);
-    sum.objects_verified += s.objects_verified;
-    sum.stored_bytes += s.stored_bytes;
-    sum.plaintext_bytes += s.plaintext_bytes;
+    // The records are the merge's input: counts that overflow are no shards of one repository.
+    if (__builtin_add_overflow(sum.objects_verified, s.objects_verified, &sum.objects_verified) ||
+        __builtin_add_overflow(sum.stored_bytes, s.stored_bytes, &sum.stored_bytes) ||
+        __builtin_add_overflow(sum.plaintext_bytes, s.plaintext_bytes, &sum.plaintext_bytes)) {
+      return Status(StatusCode::kInvalidArgument, fmt::format("shard {}/{}: its counts do not add up", s.k, s.n));
+    }
   }
   return Status::Ok();
 }
@@ -706,6 +714,7 @@ void Engine::EndShard(CheckOutcome& out, double started_unix, std::chrono::stead
   r.repository_id = plan_.repository_id;
   r.format = plan_.format;
   r.transaction = plan_.transaction.value_or(0);
+  r.plan = PlanFingerprint(plan_);
   r.verify_data = sum.verify_data;
   r.repository_only = opts_.repository_only;
   for (const WorkerState& w : workers_) {

@@ -2,9 +2,33 @@
 
 #include <fmt/format.h>
 
+#include "checker/engine/object_source.h"
 #include "checker/report/json_records.h"
 
 namespace borgcheck::engine {
+
+std::string PlanFingerprint(const Plan& plan) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&](std::string_view bytes) {
+    for (unsigned char c : bytes) {
+      h ^= c;
+      h *= 0x100000001b3ull;
+    }
+    h ^= 0xff;  // a separator no field ends with
+    h *= 0x100000001b3ull;
+  };
+  add(plan.format);
+  add(plan.repository_id);
+  add(std::to_string(plan.transaction.value_or(0)));
+  add(std::to_string(plan.objects_total));
+  add(plan.live_list_source);
+  for (const ReadUnit& u : plan.units) {
+    add(UnitKey(u.location));
+    add(std::to_string(u.bytes));
+    add(u.on_disk ? "1" : "0");
+  }
+  return fmt::format("{:016x}", h);
+}
 
 nlohmann::json ShardRecordJson(const ShardResult& r) {
   nlohmann::json findings = nlohmann::json::array();
@@ -18,6 +42,7 @@ nlohmann::json ShardRecordJson(const ShardResult& r) {
           {"repository_id", r.repository_id},
           {"format", r.format},
           {"transaction", r.transaction},
+          {"plan", r.plan},
           {"verify_data", r.verify_data},
           {"repository_only", r.repository_only},
           {"units", r.units},
@@ -72,6 +97,10 @@ Result<ShardResult> ParseShardRecord(const nlohmann::json& j) {
   if (!str("format", r.format)) return bad("format");
   if (!u64("transaction", txn) || txn > UINT32_MAX) return bad("transaction");
   r.transaction = uint32_t(txn);
+  if (!str("plan", r.plan) || r.plan.size() != 16 ||
+      r.plan.find_first_not_of("0123456789abcdef") != std::string::npos) {
+    return bad("plan");
+  }
   if (!flag("verify_data", r.verify_data)) return bad("verify_data");
   if (!flag("repository_only", r.repository_only)) return bad("repository_only");
   if (!j.contains("units") || !j["units"].is_array()) return bad("units");

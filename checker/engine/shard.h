@@ -44,6 +44,10 @@ struct ShardResult {
   std::string repository_id;          // 64 hex
   std::string format;                 // "borg1", "borg2-b5", "borgstore-v4"
   uint32_t transaction = 0;
+  // The plan's fingerprint (PlanFingerprint): every shard and the merge must have planned the
+  // same units and objects, or the evidence does not fit together (borgstore has no transaction
+  // number: a new index fragment or pack changes this).
+  std::string plan;
   bool verify_data = false;
   bool repository_only = false;
   std::vector<std::string> units;     // UnitKey of every unit it read whole, in plan order
@@ -52,6 +56,11 @@ struct ShardResult {
   nlohmann::json evidence = nlohmann::json::object();  // the source's (SaveEvidence)
   bool operator==(const ShardResult&) const = default;
 };
+
+struct Plan;  // object_source.h
+// 16 hex digits (FNV-1a 64) over the format, repository id, transaction, objects_total, live
+// list source and every unit (name, bytes, on disk) of `plan`.
+std::string PlanFingerprint(const Plan& plan);
 
 // The shards of one run, k = 1..n, each once (the merge checks that before it makes one).
 struct ShardSet {

@@ -13,6 +13,7 @@ ShardResult FullShard() {
   r.repository_id = std::string(64, 'a');
   r.format = "borg1";
   r.transaction = 4294967295u;
+  r.plan = "0123456789abcdef";
   r.verify_data = true;
   r.repository_only = false;
   r.units = {"segment 3", "segment 12", "pack " + std::string(64, 'f')};
@@ -33,8 +34,8 @@ ShardResult FullShard() {
 }
 
 TEST_CASE("a shard record reads back as it was printed", "[shard]") {
-  for (const ShardResult& r : {FullShard(), ShardResult{1, 1, "/r", "", "borgstore-v4", 0, false, true, {}, 0, 0, 0, 0, {},
-                                                        nlohmann::json::object()}}) {
+  for (const ShardResult& r : {FullShard(), ShardResult{1, 1, "/r", "", "borgstore-v4", 0, "fedcba9876543210", false, true, {}, 0, 0, 0,
+                                                        0, {}, nlohmann::json::object()}}) {
     const std::string line = ShardRecordJson(r).dump();
     Result<ShardResult> back = ParseShardRecord(nlohmann::json::parse(line));
     REQUIRE(back.ok());
@@ -69,6 +70,8 @@ TEST_CASE("a shard record that does not parse is refused, naming the field", "[s
   refused("transaction", 4294967296ull, "`transaction`");
   refused("findings", nlohmann::json::array({{{"type", "finding"}, {"severity", "bad"}}}), "findings");
   refused("evidence", nlohmann::json::array(), "`evidence`");
+  refused("plan", "0123456789ABCDEF", "`plan`");
+  refused("plan", "0123", "`plan`");
   REQUIRE_FALSE(ParseShardRecord(nlohmann::json::array()).ok());
   REQUIRE_FALSE(ParseShardRecord(nlohmann::json("shard")).ok());
 }

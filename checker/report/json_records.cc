@@ -595,4 +595,27 @@ Result<std::pair<Status, int>> ParseErrorJson(const json& j) try {
   return Invalid(std::string("error record: ") + e.what());
 }
 
+// Whether the JSON text nests its arrays and objects at most `max` deep (strings skipped). The
+// records are read into nlohmann::json, whose copies recurse: a line of a few hundred kilobytes
+// of "[[[[" would overflow the stack.
+bool JsonNestingWithin(std::string_view text, size_t max) {
+  size_t depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > max) return false;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+
 }  // namespace borgcheck::report

@@ -16,6 +16,7 @@
 // Thread contract: free functions on values; safe for concurrent use.
 #pragma once
 
+#include <string_view>
 #include <utility>
 
 #include <nlohmann/json_fwd.hpp>
@@ -50,5 +51,10 @@ Result<RunSummary> ParseSummaryJson(const nlohmann::json& j, int* exit_code);
 // An `error` record: its status (code and message) and exit code. The code "ok" is refused: an
 // error record never carries it.
 Result<std::pair<Status, int>> ParseErrorJson(const nlohmann::json& j);
+
+// Whether JSON text nests its arrays and objects at most `max` deep (brackets in strings do
+// not count). A reader of untrusted lines checks this before parsing: nlohmann::json's copies
+// and comparisons recurse, so "[[[[..." a few hundred kilobytes long would overflow the stack.
+bool JsonNestingWithin(std::string_view text, size_t max);
 
 }  // namespace borgcheck::report

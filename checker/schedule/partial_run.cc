@@ -657,7 +657,9 @@ Status PartialRun::PrepareFinishShards(const Plan& plan, report::RunSummary& sum
       units_[it->second].read.store(1);
       units_[it->second].completed.store(1);
     }
-    read += s.bytes_read;
+    if (__builtin_add_overflow(read, s.bytes_read, &read)) {
+      return Status(StatusCode::kInvalidArgument, fmt::format("shard {}/{}: its bytes read do not add up", s.k, s.n));
+    }
   }
   for (size_t u = 0; u < plan.units.size(); ++u) {
     if (!shard_of[u]) return changed(fmt::format("no shard read {}", views_[u].key));

@@ -230,6 +230,31 @@ class Refusals(ShardCase):
         r = self.merge([bad] + self.files[1:])
         self.assertIn("shard 1/3: a shard's evidence names segment 99999", r.stderr)
 
+    def test_a_plan_the_repository_does_not_have(self):
+        # Every shard's plan fingerprint edited alike (as if they had all planned another state of
+        # the repository, e.g. before a new index fragment of borg 2): the merge's own plan
+        # differs, so it refuses.
+        edited = []
+        for i, path in enumerate(self.files):
+            with open(path) as f:
+                records = [json.loads(line) for line in f]
+            for rec in records:
+                if rec["type"] == "shard":
+                    rec["plan"] = "0123456789abcdef"
+            out = os.path.join(self.tmp, "edited-%d.jsonl" % i)
+            with open(out, "w") as f:
+                f.writelines(json.dumps(rec) + "\n" for rec in records)
+            edited.append(out)
+        r = self.merge(edited)
+        self.assertIn("has other segments, packs or objects than the shards saw", r.stderr)
+
+    def test_a_line_nested_too_deep(self):
+        deep = os.path.join(self.tmp, "deep.jsonl")
+        with open(deep, "w") as f:
+            f.write('{"type":"finding","x":' + "[" * 100000 + "]" * 100000 + "}\n")
+        r = self.merge(self.files[:2] + [deep])
+        self.assertIn("deep.jsonl line 1: nested deeper than 32 levels", r.stderr)
+
     def test_not_a_run(self):
         junk = os.path.join(self.tmp, "junk.jsonl")
         with open(junk, "w") as f:
@@ -260,7 +285,9 @@ class Refusals(ShardCase):
                              (["--shard", "1/3", "--json", "--subset", "1/7", self.repo], "cannot be combined"),
                              (["--shard", "1/3", "--json", "--verify-data", "--last", "1", self.repo],
                               "archive selection"),
-                             (["--shard", "1/3", "--json", "ssh://localhost/srv/repo"], "cannot be sharded")):
+                             (["--shard", "1/3", "--json", "ssh://localhost/srv/repo"], "cannot be sharded"),
+                             (["--shard", "1/3", "--json", "--metrics-file", os.path.join(self.tmp, "m.prom"),
+                               self.repo], "give it to the merge")):
             with self.subTest(args=args):
                 r = self.run_borgcheck(args, self.env)
                 self.assertEqual(r.rc, cs.EXIT_COULD_NOT_RUN, r)
