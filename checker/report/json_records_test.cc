@@ -385,7 +385,9 @@ TEST_CASE("a summary without a field, or with one of the wrong type, is refused"
   const auto parse = [](const json& j) { return ParseSummaryJson(j, nullptr); };
   CheckEveryField(SummaryJson(FullSummary(), 90), parse, {"version", "started_at", "finished_at", "repository_id", "shard",
                                                                     "merged_shards"});
-  for (const auto& item : SummaryJson(FullSummary(), 90)["coverage"].items()) {
+  // (The full record in a variable: a range-for over a member of a temporary reads freed memory.)
+  const json full = SummaryJson(FullSummary(), 90);
+  for (const auto& item : full["coverage"].items()) {
     if (item.key() == "oldest_unit_age_s") continue;  // derived: not read
     json j = SummaryJson(FullSummary(), 90);
     j["coverage"][item.key()] = true;
@@ -393,7 +395,7 @@ TEST_CASE("a summary without a field, or with one of the wrong type, is refused"
     j["coverage"].erase(item.key());
     CheckRefused(parse(j), "coverage." + item.key());
   }
-  for (const auto& item : SummaryJson(FullSummary(), 90)["coverage"]["cycle"].items()) {
+  for (const auto& item : full["coverage"]["cycle"].items()) {
     json j = SummaryJson(FullSummary(), 90);
     j["coverage"]["cycle"][item.key()] = "7";
     CheckRefused(parse(j), "coverage.cycle." + item.key());
