@@ -134,6 +134,7 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
   o.json = raw.json;
   o.quiet = raw.quiet;
   o.bypass_lock = raw.bypass_lock;
+  cli.keep_cache = raw.keep_cache;
   if (raw.progress == "auto") o.progress = run::ProgressMode::kAuto;
   else if (raw.progress == "always") o.progress = run::ProgressMode::kAlways;
   else if (raw.progress == "never") o.progress = run::ProgressMode::kNever;

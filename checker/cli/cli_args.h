@@ -35,6 +35,7 @@ struct RawArgs {
   int lock_wait = 0;
   bool show_rc = false;
   bool soft_fail = false;
+  bool keep_cache = false;      // --keep-cache
   bool repository_only = false;
   bool archives_only = false;
   std::vector<std::string> match_archives;
@@ -60,6 +61,8 @@ struct CliOptions {
   bool show_rc = false;             // print borg's "terminating with ... status, rc N" at the end
   bool soft_fail = false;           // --soft-fail: absent/unmounted/locked repository -> exit 75
   std::string metrics_file;         // --metrics-file PATH ("" none)
+  bool keep_cache = false;          // --keep-cache: leave the pages read in the page cache
+                                    // (default: drop those not cached before, io::Env)
   std::vector<std::string> test_hook_notes;  // test-only hooks in effect (partial_args.h)
   uint64_t test_read_delay_us = 0;           // BORGCHECK_TEST_READ_DELAY_US
   std::optional<RemoteRepository> remote;    // an sftp:// or ssh:// repository: where and how to connect

@@ -147,6 +147,8 @@ int main(int argc, char** argv) {
       ->type_name("N");
   app.add_flag("--soft-fail", raw.soft_fail,
                "exit 75 (borgmatic's soft failure) when the repository is absent, not mounted, or locked");
+  app.add_flag("--keep-cache", raw.keep_cache,
+               "leave what it read in the page cache (default: drop what was not cached before)");
   CLI::Option* repo_only = app.add_flag("--repository-only", raw.repository_only,
                                         "objects only: do not walk the archives");
   CLI::Option* archives_only =

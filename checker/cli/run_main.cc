@@ -96,9 +96,11 @@ int RunAndReport(CliOptions& opts, report::Reporter& reporter_ref, report::Outpu
   const double started_at = UnixNow();
   const auto started = std::chrono::steady_clock::now();
   // The test-only read delay (cli/partial_args.h): a slow disk for the partial-run tests.
-  io::FaultEnv slow_env;
+  // Local files: the page cache is left as found unless --keep-cache (io/env.h says how).
+  const io::Env& local = opts.keep_cache ? io::Env::Default() : io::Env::LeaveCacheAsFound();
+  io::FaultEnv slow_env(local);
   if (opts.test_read_delay_us) slow_env.DelayReads(std::chrono::microseconds(opts.test_read_delay_us));
-  const io::Env* env = opts.test_read_delay_us ? static_cast<const io::Env*>(&slow_env) : &io::Env::Default();
+  const io::Env* env = opts.test_read_delay_us ? static_cast<const io::Env*>(&slow_env) : &local;
   for (const std::string& n : opts.test_hook_notes) {
     if (!opts.check.json) err.Write("borgcheck: " + EscapeText(n) + "\n");
   }

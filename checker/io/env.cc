@@ -2,11 +2,16 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 namespace borgcheck::io {
 namespace {
@@ -27,10 +32,95 @@ Status ErrnoStatus(const std::string& path, int e) {
                 path + ": " + std::strerror(e));
 }
 
+// Which pages of a file were in the page cache when it was opened, one bit per page (set:
+// resident). Read-only after construction.
+//
+// "Leave the cache as found" (env.h): a page we read that was not cached before is dropped
+// again (posix_fadvise DONTNEED) once read; a page that was cached stays. mincore(2) answers
+// for a mapping, so the file is mapped read-only for the question and unmapped at once (no
+// page of it is touched). Taken once at open, not before each read: the kernel's read-ahead
+// for our own earlier reads would make the next window look cached.
+class ResidencyAtOpen {
+ public:
+  // all_resident() is true where the question cannot be asked (mmap refused, a file larger
+  // than the address space): then nothing is dropped, as with --keep-cache.
+  ResidencyAtOpen(int fd, uint64_t size) {
+    page_ = uint64_t(::sysconf(_SC_PAGESIZE));
+    if (page_ == 0 || (page_ & (page_ - 1)) != 0) page_ = 4096;
+    if (size == 0 || size > uint64_t(SIZE_MAX / 2)) return;
+    pages_ = (size + page_ - 1) / page_;
+    void* map = ::mmap(nullptr, size_t(size), PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+      pages_ = 0;
+      return;
+    }
+    bits_.assign(size_t((pages_ + 63) / 64), 0);
+    // mincore in slices of 64 Ki pages: a bounded scratch vector, whatever the file's size.
+    constexpr uint64_t kSlice = 64 * 1024;
+    std::vector<unsigned char> vec(size_t(std::min(pages_, kSlice)));
+    bool ok = true;
+    for (uint64_t first = 0; first < pages_ && ok; first += kSlice) {
+      const uint64_t n = std::min(kSlice, pages_ - first);
+      ok = ::mincore(static_cast<char*>(map) + first * page_, size_t(n * page_), vec.data()) == 0;
+      for (uint64_t i = 0; ok && i < n; ++i) {
+        if (vec[size_t(i)] & 1) bits_[size_t((first + i) / 64)] |= uint64_t(1) << ((first + i) % 64);
+        else any_cold_ = true;
+      }
+    }
+    ::munmap(map, size_t(size));
+    if (!ok) {
+      any_cold_ = false;
+      bits_.clear();
+    }
+  }
+
+  bool any_cold() const { return any_cold_; }
+
+  // Drops the pages of [first, end) that were not resident at open.
+  void Drop(int fd, uint64_t first, uint64_t end) const {
+    end = std::min(end, pages_);
+    uint64_t p = first;
+    while (p < end) {
+      while (p < end && Resident(p)) ++p;
+      const uint64_t run = p;
+      while (p < end && !Resident(p)) ++p;
+      if (p > run) {
+        (void)::posix_fadvise(fd, off_t(run * page_), off_t((p - run) * page_), POSIX_FADV_DONTNEED);
+      }
+    }
+  }
+  // A read at `offset`: the pages of the kCacheDropLagBytes before it (env.h says why behind,
+  // not the read's own). Only whole pages of that range, and the kernel drops a large folio
+  // only when the range holds all of it: one that straddles the range's start goes with the
+  // next read's range, or on close.
+  void DropBehind(int fd, uint64_t offset) const {
+    if (!any_cold_) return;
+    const uint64_t lo = offset - std::min(offset, kCacheDropLagBytes);
+    Drop(fd, (lo + page_ - 1) / page_, offset / page_);
+  }
+  void DropAll(int fd) const {
+    if (any_cold_) Drop(fd, 0, pages_);
+  }
+
+ private:
+  bool Resident(uint64_t p) const { return (bits_[size_t(p / 64)] >> (p % 64)) & 1; }
+
+  uint64_t page_ = 4096;
+  uint64_t pages_ = 0;
+  std::vector<uint64_t> bits_;
+  bool any_cold_ = false;
+};
+
 class PosixFile final : public File {
  public:
-  PosixFile(int fd, uint64_t size) : fd_(fd), size_(size) {}
-  ~PosixFile() override { ::close(fd_); }
+  PosixFile(int fd, uint64_t size, bool leave_cache_as_found) : fd_(fd), size_(size) {
+    if (leave_cache_as_found) residency_ = std::make_unique<const ResidencyAtOpen>(fd, size);
+  }
+  ~PosixFile() override {
+    // Read-ahead brought pages past the last read; a partly read page was kept: drop them now.
+    if (residency_) residency_->DropAll(fd_);
+    ::close(fd_);
+  }
   PosixFile(const PosixFile&) = delete;
   PosixFile& operator=(const PosixFile&) = delete;
 
@@ -49,16 +139,20 @@ class PosixFile final : public File {
       }
       done += size_t(r);
     }
+    if (residency_) residency_->DropBehind(fd_, offset);
     return Status::Ok();
   }
 
  private:
   const int fd_;
   const uint64_t size_;
+  std::unique_ptr<const ResidencyAtOpen> residency_;  // null: keep the cache (--keep-cache)
 };
 
 class PosixEnv final : public Env {
  public:
+  explicit PosixEnv(bool leave_cache_as_found) : leave_cache_as_found_(leave_cache_as_found) {}
+
   Result<std::unique_ptr<File>> Open(const std::string& path) const override {
     // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
     constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
@@ -79,7 +173,7 @@ class PosixEnv final : public Env {
     // Reads are plain preads; clear O_NONBLOCK so no read ever returns EAGAIN.
     int fl = ::fcntl(fd, F_GETFL);
     if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    return std::unique_ptr<File>(new PosixFile(fd, uint64_t(st.st_size)));
+    return std::unique_ptr<File>(new PosixFile(fd, uint64_t(st.st_size), leave_cache_as_found_));
   }
 
   Result<std::vector<DirEntry>> List(const std::string& dir) const override {
@@ -131,6 +225,8 @@ class PosixEnv final : public Env {
   }
 
  private:
+  const bool leave_cache_as_found_;
+
   static FileStat ToFileStat(const struct stat& st) {
     FileStat s;
     s.type = S_ISREG(st.st_mode) ? EntryType::kRegular : S_ISDIR(st.st_mode) ? EntryType::kDirectory : EntryType::kOther;
@@ -146,7 +242,12 @@ class PosixEnv final : public Env {
 }  // namespace
 
 const Env& Env::Default() {
-  static const PosixEnv env;
+  static const PosixEnv env(/*leave_cache_as_found=*/false);
+  return env;
+}
+
+const Env& Env::LeaveCacheAsFound() {
+  static const PosixEnv env(/*leave_cache_as_found=*/true);
   return env;
 }
 

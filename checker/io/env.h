@@ -14,9 +14,11 @@
 //   kIoError         it exists and cannot be read: EACCES, EIO, a short read; the message carries
 //                    the errno text. "Could not check", never "damaged".
 //
-// Thread contract: an Env is safe for concurrent use (Default() is stateless; FaultEnv guards
-// its counters). A File is owned by one thread at a time; ReadAt is const and may be called
-// concurrently on one File (pread); only a FileCache (file_cache.h) shares one between threads.
+// Thread contract: an Env is safe for concurrent use (Default() and LeaveCacheAsFound() hold
+// no mutable state; FaultEnv guards its counters). A File is owned by one thread at a time;
+// ReadAt is const and may be called concurrently on one File (pread, and posix_fadvise on
+// the pages a read brought in: the record of what was cached is written only at open); only a
+// FileCache (file_cache.h) shares one between threads.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +62,14 @@ struct FileStat {
                                // "character device", "symlink"
 };
 
+// How far behind a read LeaveCacheAsFound drops pages. Behind, not the read's own range: a
+// segment walk reads the entry that a window cut in two again, at the start of the next window,
+// and that second read must find it cached (else it goes to the disk twice). More than the
+// largest window (a 4 MiB window, or one entry of up to 8 MiB and its header), so every page a
+// walk has finished with goes by the next read or two, and a file holds at most this much plus
+// the kernel's read-ahead in the cache while it is read.
+inline constexpr uint64_t kCacheDropLagBytes = 16ull << 20;
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -90,8 +100,18 @@ class Env {
   // listing's where it says it, else Stat's (its errors: kNotFound when it is gone since).
   Result<uint64_t> EntrySize(const std::string& path, const DirEntry& e) const;
 
-  // The real, read-only file system.
+  // The real, read-only file system. Pages read stay in the page cache (the kernel's default).
   static const Env& Default();
+  // The same, leaving the page cache as it found it (borgcheck's default; --keep-cache turns it
+  // off): each file's resident pages are noted when it is opened (mincore on a read-only
+  // mapping, no page touched); the pages that were not resident then are dropped
+  // (posix_fadvise DONTNEED) behind the reads, kCacheDropLagBytes behind each read's offset,
+  // and all of them when the file is closed (the kernel's read-ahead past the last read
+  // included). So a nightly check of a large repository does not evict what the server had
+  // cached, and a page cached before the run stays. Pages another process brings in while we
+  // hold the file open are dropped with ours (they cannot be told apart). Where the question
+  // cannot be asked (the mapping is refused), nothing is dropped.
+  static const Env& LeaveCacheAsFound();
 };
 
 // A failed call's reason without the path it begins with ("Permission denied").

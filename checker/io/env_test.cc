@@ -1,14 +1,19 @@
 // Env::EntrySize: the listing's size where it has one (no stat: over sftp a round trip per
-// segment or pack), stat's otherwise, with stat's errors.
+// segment or pack), stat's otherwise, with stat's errors. Env::LeaveCacheAsFound: the page
+// cache holds after a read what it held before (page by page), Default keeps what it read.
 #include "checker/io/env.h"
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace borgcheck::io {
 namespace {
@@ -51,6 +56,137 @@ TEST_CASE("Env::EntrySize: the listing's size, else stat's", "[io]") {
   REQUIRE_FALSE(d.ok());
   CHECK(d.status().code() == StatusCode::kNotFound);
   fs::remove_all(dir);
+}
+
+// ---- The page cache ----
+
+const size_t kPage = size_t(::sysconf(_SC_PAGESIZE));
+
+// Which pages of `path` are in the page cache now (mincore on a read-only mapping).
+std::vector<bool> Resident(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  const size_t size = size_t(::lseek(fd, 0, SEEK_END));
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  REQUIRE(map != MAP_FAILED);
+  std::vector<unsigned char> vec((size + kPage - 1) / kPage);
+  REQUIRE(::mincore(map, size, vec.data()) == 0);
+  ::munmap(map, size);
+  ::close(fd);
+  std::vector<bool> out(vec.size());
+  for (size_t i = 0; i < vec.size(); ++i) out[i] = vec[i] & 1;
+  return out;
+}
+
+size_t Count(const std::vector<bool>& v) { return size_t(std::count(v.begin(), v.end(), true)); }
+
+// A file of `pages` pages and a bit, written and synced, then dropped from the cache. Under
+// the build folder, not /tmp: tmpfs keeps every page whatever fadvise says. Returns whether
+// this file system lets pages go (the tests below need it; where it does not, they say so).
+bool MakeColdFile(const std::string& path, size_t pages) {
+  std::string data(pages * kPage + 123, '\0');
+  for (size_t i = 0; i < data.size(); ++i) data[i] = char((i * 2654435761u) >> 13);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << data;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  REQUIRE(fd >= 0);
+  REQUIRE(::fdatasync(fd) == 0);
+  REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) == 0);
+  ::close(fd);
+  return Count(Resident(path)) == 0;
+}
+
+// Reads the whole file through `env` in reads of `step` bytes, as the segment walk does.
+void ReadAll(const Env& env, const std::string& path, size_t step) {
+  Result<std::unique_ptr<File>> f = env.Open(path);
+  REQUIRE(f.ok());
+  std::vector<uint8_t> buf(step);
+  for (uint64_t pos = 0; pos < (*f)->size(); pos += step) {
+    const size_t n = size_t(std::min<uint64_t>(step, (*f)->size() - pos));
+    REQUIRE((*f)->ReadAt(pos, n, buf.data()).ok());
+  }
+}
+
+struct CacheDir {
+  CacheDir() : dir(fs::current_path() / ("borgcheck-cache-test-" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~CacheDir() { fs::remove_all(dir); }
+  fs::path dir;
+};
+
+TEST_CASE("LeaveCacheAsFound: a file that was not cached is not cached after it was read", "[io][cache]") {
+  CacheDir d;
+  const std::string path = (d.dir / "cold").string();
+  const size_t pages = size_t((kCacheDropLagBytes * 3) / kPage);  // 48 MiB
+  if (!MakeColdFile(path, pages)) {
+    WARN("this file system keeps pages after POSIX_FADV_DONTNEED (tmpfs?): nothing to measure here");
+    return;
+  }
+  {
+    Result<std::unique_ptr<File>> f = Env::LeaveCacheAsFound().Open(path);
+    REQUIRE(f.ok());
+    // Windows of an odd size, each starting where the last one ended less a tail (the walk
+    // reads an entry a window cut in two again): the tail must still be cached then.
+    constexpr size_t kStep = (1u << 20) + 7;
+    constexpr size_t kTail = 5000;
+    std::vector<uint8_t> buf(kStep);
+    uint64_t pos = 0;
+    while (pos < 2 * kCacheDropLagBytes) {
+      REQUIRE((*f)->ReadAt(pos, kStep, buf.data()).ok());
+      const uint64_t tail = pos + kStep - kTail;
+      const std::vector<bool> now = Resident(path);
+      for (uint64_t p = tail / kPage; p < (pos + kStep) / kPage; ++p) REQUIRE(now[p]);
+      pos = tail;
+    }
+    // Behind the reads, beyond the lag and the largest folio the kernel may have built (2 MiB):
+    // nothing. (Ahead, the kernel's read-ahead.)
+    const std::vector<bool> mid = Resident(path);
+    const uint64_t gone = (pos - kCacheDropLagBytes - (2u << 20)) / kPage;
+    CHECK(Count(std::vector<bool>(mid.begin(), mid.begin() + long(gone))) == 0);
+    CHECK(Count(mid) > 0);
+    for (; pos < (*f)->size(); pos += kStep) {
+      const size_t n = size_t(std::min<uint64_t>(kStep, (*f)->size() - pos));
+      REQUIRE((*f)->ReadAt(pos, n, buf.data()).ok());
+    }
+  }  // closed: the rest goes
+  CHECK(Count(Resident(path)) == 0);
+}
+
+TEST_CASE("LeaveCacheAsFound: pages cached before the read stay cached, page by page", "[io][cache]") {
+  CacheDir d;
+  const std::string path = (d.dir / "partly").string();
+  if (!MakeColdFile(path, 96)) {
+    WARN("this file system keeps pages after POSIX_FADV_DONTNEED (tmpfs?): nothing to measure here");
+    return;
+  }
+  {
+    // Another reader caches every third page (no read-ahead: POSIX_FADV_RANDOM).
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(fd >= 0);
+    REQUIRE(::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM) == 0);
+    char c;
+    for (size_t p = 0; p < 96; p += 3) REQUIRE(::pread(fd, &c, 1, off_t(p * kPage)) == 1);
+    ::close(fd);
+  }
+  const std::vector<bool> before = Resident(path);
+  REQUIRE(Count(before) >= 32);
+  REQUIRE(Count(before) < before.size());
+  ReadAll(Env::LeaveCacheAsFound(), path, 65536);
+  CHECK(Resident(path) == before);
+  ReadAll(Env::LeaveCacheAsFound(), path, 777);  // reads inside one page, across two pages
+  CHECK(Resident(path) == before);
+}
+
+TEST_CASE("Default (--keep-cache) leaves what it read in the page cache", "[io][cache]") {
+  CacheDir d;
+  const std::string path = (d.dir / "kept").string();
+  if (!MakeColdFile(path, 64)) {
+    WARN("this file system keeps pages after POSIX_FADV_DONTNEED (tmpfs?): nothing to measure here");
+    return;
+  }
+  ReadAll(Env::Default(), path, 65536);
+  CHECK(Count(Resident(path)) == 65);
 }
 
 }  // namespace

@@ -47,7 +47,7 @@ _borgcheck() {
     if [[ $cur == -* ]]; then
         local opts=(
             -h --help -r --repo --verify-data --threads --json -p --progress --progress-interval
-            -q --quiet -v --verbose --info --show-rc --bypass-lock --lock-wait --soft-fail
+            -q --quiet -v --verbose --info --show-rc --bypass-lock --lock-wait --soft-fail --keep-cache
             --repository-only --archives-only -a --match-archives --glob-archives --first --last
             --subset --sample --sample-seed --max-duration --max-age --min-interval --state-dir
             --rsh --remote-path --remote-connections --remote-timeout --shard --metrics-file --version

@@ -84,7 +84,7 @@ class DocsMatchHelp(CliTestCase):
         opts = self.help_options()
         self.assertEqual(opts, ["-h", "--help", "-r", "--repo", "--verify-data", "--threads", "--json", "-p",
                                 "--progress", "--progress-interval", "-q", "--quiet", "-v", "--verbose", "--show-rc",
-                                "--bypass-lock", "--lock-wait", "--soft-fail", "--repository-only", "--archives-only",
+                                "--bypass-lock", "--lock-wait", "--soft-fail", "--keep-cache", "--repository-only", "--archives-only",
                                 "-a", "--match-archives", "--first", "--last", "--subset", "--sample", "--sample-seed",
                                 "--max-duration", "--max-age", "--min-interval", "--state-dir", "--rsh", "--remote-path",
                                 "--remote-connections", "--remote-timeout", "--shard", "--metrics-file", "--version"])
