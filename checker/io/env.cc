@@ -8,6 +8,7 @@
 
 #include <cerrno>
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -33,7 +34,7 @@ Status ErrnoStatus(const std::string& path, int e) {
 }
 
 // Which pages of a file were in the page cache when it was opened, one bit per page (set:
-// resident). Read-only after construction.
+// resident). Read-only after construction but for last_drop_ (atomic): safe for concurrent use.
 //
 // "Leave the cache as found" (env.h): a page we read that was not cached before is dropped
 // again (posix_fadvise DONTNEED) once read; a page that was cached stays. mincore(2) answers
@@ -92,9 +93,15 @@ class ResidencyAtOpen {
   // A read at `offset`: the pages of the kCacheDropLagBytes before it (env.h says why behind,
   // not the read's own). Only whole pages of that range, and the kernel drops a large folio
   // only when the range holds all of it: one that straddles the range's start goes with the
-  // next read's range, or on close.
+  // next read's range, or on close. At most once per kDropStepBytes that the reads moved
+  // forward (a walk of entry headers reads a few bytes per entry: one posix_fadvise each
+  // would be a system call per object); a read that moved back drops at once.
   void DropBehind(int fd, uint64_t offset) const {
     if (!any_cold_) return;
+    uint64_t last = last_drop_.load(std::memory_order_relaxed);
+    if (offset >= last && offset - last < kDropStepBytes) return;
+    // Concurrent readers of one file: one of them drops for this step.
+    if (!last_drop_.compare_exchange_strong(last, offset, std::memory_order_relaxed)) return;
     const uint64_t lo = offset - std::min(offset, kCacheDropLagBytes);
     Drop(fd, (lo + page_ - 1) / page_, offset / page_);
   }
@@ -105,10 +112,14 @@ class ResidencyAtOpen {
  private:
   bool Resident(uint64_t p) const { return (bits_[size_t(p / 64)] >> (p % 64)) & 1; }
 
+  static constexpr uint64_t kDropStepBytes = 1 << 20;
+
   uint64_t page_ = 4096;
   uint64_t pages_ = 0;
   std::vector<uint64_t> bits_;
   bool any_cold_ = false;
+  // The offset of the read that last dropped (DropBehind); the one field written after open.
+  mutable std::atomic<uint64_t> last_drop_{0};
 };
 
 class PosixFile final : public File {
