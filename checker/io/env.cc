@@ -37,14 +37,15 @@ Status ErrnoStatus(const std::string& path, int e) {
 // resident). Read-only after construction but for last_drop_ (atomic): safe for concurrent use.
 //
 // "Leave the cache as found" (env.h): a page we read that was not cached before is dropped
-// again (posix_fadvise DONTNEED) once read; a page that was cached stays. mincore(2) answers
-// for a mapping, so the file is mapped read-only for the question and unmapped at once (no
-// page of it is touched). Taken once at open, not before each read: the kernel's read-ahead
-// for our own earlier reads would make the next window look cached.
+// again (posix_fadvise DONTNEED) behind the reads and on close; a page that was cached stays.
+// mincore(2) answers for a mapping, so the file is mapped read-only for the question and
+// unmapped at once (no page of it is touched). Taken once at open, not before each read: the
+// kernel's read-ahead for our own earlier reads would make the next window look cached.
+// 1 bit per page: 32 KiB per GiB of file.
 class ResidencyAtOpen {
  public:
-  // all_resident() is true where the question cannot be asked (mmap refused, a file larger
-  // than the address space): then nothing is dropped, as with --keep-cache.
+  // Where the question cannot be asked (mmap or mincore refused, a file larger than the
+  // address space), any_cold() is false: nothing is dropped, as with --keep-cache.
   ResidencyAtOpen(int fd, uint64_t size) {
     page_ = uint64_t(::sysconf(_SC_PAGESIZE));
     if (page_ == 0 || (page_ & (page_ - 1)) != 0) page_ = 4096;
