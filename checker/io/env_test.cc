@@ -80,6 +80,21 @@ std::vector<bool> Resident(const std::string& path) {
 
 size_t Count(const std::vector<bool>& v) { return size_t(std::count(v.begin(), v.end(), true)); }
 
+// Pages that must stay cached are checked as "most of them" (at least 3 in 4): the kernel may
+// take any page back at any time (memory pressure; on the test machines DAMON pages out
+// memory it finds cold within seconds: a page or two of a cached file went during a run). A
+// page that must be gone is checked exactly: nothing brings back a page we dropped.
+bool MostOf(size_t kept, size_t of) { return kept * 4 >= of * 3; }
+
+// Whether every page resident in `after` was resident in `before`.
+bool NoneAdded(const std::vector<bool>& before, const std::vector<bool>& after) {
+  if (before.size() != after.size()) return false;
+  for (size_t i = 0; i < after.size(); ++i) {
+    if (after[i] && !before[i]) return false;
+  }
+  return true;
+}
+
 // A file of `pages` pages and a bit, written and synced, then dropped from the cache. Under
 // the build folder, not /tmp: tmpfs keeps every page whatever fadvise says. Returns whether
 // this file system lets pages go (the tests below need it; where it does not, they say so).
@@ -124,7 +139,8 @@ TEST_CASE("LeaveCacheAsFound: a file that was not cached is not cached after it 
     return;
   }
   {
-    Result<std::unique_ptr<File>> f = Env::LeaveCacheAsFound().Open(path);
+    const std::unique_ptr<Env> leave = Env::MakeLeaveCacheAsFound();
+    Result<std::unique_ptr<File>> f = leave->Open(path);
     REQUIRE(f.ok());
     // Windows of an odd size, each starting where the last one ended less a tail (the walk
     // reads an entry a window cut in two again): the tail must still be cached then.
@@ -132,13 +148,15 @@ TEST_CASE("LeaveCacheAsFound: a file that was not cached is not cached after it 
     constexpr size_t kTail = 5000;
     std::vector<uint8_t> buf(kStep);
     uint64_t pos = 0;
+    size_t tail_pages = 0, tail_cached = 0;
     while (pos < 2 * kCacheDropLagBytes) {
       REQUIRE((*f)->ReadAt(pos, kStep, buf.data()).ok());
       const uint64_t tail = pos + kStep - kTail;
       const std::vector<bool> now = Resident(path);
-      for (uint64_t p = tail / kPage; p < (pos + kStep) / kPage; ++p) REQUIRE(now[p]);
+      for (uint64_t p = tail / kPage; p < (pos + kStep) / kPage; ++p, ++tail_pages) tail_cached += now[p];
       pos = tail;
     }
+    CHECK(MostOf(tail_cached, tail_pages));
     // Behind the reads, beyond the lag and the largest folio the kernel may have built (2 MiB):
     // nothing. (Ahead, the kernel's read-ahead.)
     const std::vector<bool> mid = Resident(path);
@@ -172,10 +190,49 @@ TEST_CASE("LeaveCacheAsFound: pages cached before the read stay cached, page by 
   const std::vector<bool> before = Resident(path);
   REQUIRE(Count(before) >= 32);
   REQUIRE(Count(before) < before.size());
-  ReadAll(Env::LeaveCacheAsFound(), path, 65536);
-  CHECK(Resident(path) == before);
-  ReadAll(Env::LeaveCacheAsFound(), path, 777);  // reads inside one page, across two pages
-  CHECK(Resident(path) == before);
+  const std::unique_ptr<Env> leave = Env::MakeLeaveCacheAsFound();
+  ReadAll(*leave, path, 65536);
+  const std::vector<bool> after = Resident(path);
+  CHECK(NoneAdded(before, after));
+  CHECK(MostOf(Count(after), Count(before)));
+  ReadAll(*leave, path, 777);  // reads inside one page, across two pages
+  const std::vector<bool> after2 = Resident(path);
+  CHECK(NoneAdded(after, after2));
+  CHECK(MostOf(Count(after2), Count(before)));
+}
+
+TEST_CASE("LeaveCacheAsFound: a file opened to be read again keeps its pages for that read", "[io][cache]") {
+  CacheDir d;
+  const std::string path = (d.dir / "again").string();
+  const std::string other = (d.dir / "walked-only").string();
+  if (!MakeColdFile(path, 64) || !MakeColdFile(other, 64)) {
+    WARN("this file system keeps pages after POSIX_FADV_DONTNEED (tmpfs?): nothing to measure here");
+    return;
+  }
+  constexpr size_t all = 65;  // 64 pages and 123 bytes
+  {
+    const std::unique_ptr<Env> leave = Env::MakeLeaveCacheAsFound();
+    // A walk of small reads (2.0.0b5's entry headers): what it brought in stays...
+    for (const std::string& p : {path, other}) {
+      Result<std::unique_ptr<File>> walk = leave->OpenToReadAgain(p);
+      REQUIRE(walk.ok());
+      uint8_t hdr[49];
+      for (uint64_t pos = 0; pos + sizeof hdr <= (*walk)->size(); pos += 3000) {
+        REQUIRE((*walk)->ReadAt(pos, sizeof hdr, hdr).ok());
+      }
+    }
+    CHECK(MostOf(Count(Resident(path)), all));
+    // ...for the pass that reads it again, which drops it (the record of the walk's first
+    // opening, before which nothing was cached, not what the walk left).
+    Result<std::unique_ptr<File>> again = leave->OpenToReadAgain(path);  // a second walk
+    REQUIRE(again.ok());
+    again->reset();
+    ReadAll(*leave, path, 65536);
+    CHECK(Count(Resident(path)) == 0);
+    CHECK(MostOf(Count(Resident(other)), all));
+  }  // the Env goes: what no pass read again goes too
+  CHECK(Count(Resident(other)) == 0);
+  CHECK(Count(Resident(path)) == 0);
 }
 
 TEST_CASE("Default (--keep-cache) leaves what it read in the page cache", "[io][cache]") {
@@ -186,7 +243,7 @@ TEST_CASE("Default (--keep-cache) leaves what it read in the page cache", "[io][
     return;
   }
   ReadAll(Env::Default(), path, 65536);
-  CHECK(Count(Resident(path)) == 65);
+  CHECK(MostOf(Count(Resident(path)), 65));
 }
 
 }  // namespace
