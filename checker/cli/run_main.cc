@@ -97,7 +97,9 @@ int RunAndReport(CliOptions& opts, report::Reporter& reporter_ref, report::Outpu
   const auto started = std::chrono::steady_clock::now();
   // The test-only read delay (cli/partial_args.h): a slow disk for the partial-run tests.
   // Local files: the page cache is left as found unless --keep-cache (io/env.h says how).
-  const io::Env& local = opts.keep_cache ? io::Env::Default() : io::Env::LeaveCacheAsFound();
+  // (It outlives every file of the run: declared before them, it goes after them.)
+  const std::unique_ptr<io::Env> leave_cache = opts.keep_cache ? nullptr : io::Env::MakeLeaveCacheAsFound();
+  const io::Env& local = leave_cache ? *leave_cache : io::Env::Default();
   io::FaultEnv slow_env(local);
   if (opts.test_read_delay_us) slow_env.DelayReads(std::chrono::microseconds(opts.test_read_delay_us));
   const io::Env* env = opts.test_read_delay_us ? static_cast<const io::Env*>(&slow_env) : &local;

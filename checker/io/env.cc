@@ -6,12 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 namespace borgcheck::io {
@@ -73,6 +75,8 @@ class ResidencyAtOpen {
     if (!ok) {
       any_cold_ = false;
       bits_.clear();
+    } else if (std::all_of(bits_.begin(), bits_.end(), [](uint64_t w) { return w == 0; })) {
+      bits_.clear();  // nothing cached (a cold run): no bitmap to keep (Resident answers false)
     }
   }
 
@@ -111,7 +115,7 @@ class ResidencyAtOpen {
   }
 
  private:
-  bool Resident(uint64_t p) const { return (bits_[size_t(p / 64)] >> (p % 64)) & 1; }
+  bool Resident(uint64_t p) const { return !bits_.empty() && ((bits_[size_t(p / 64)] >> (p % 64)) & 1); }
 
   static constexpr uint64_t kDropStepBytes = 1 << 20;
 
@@ -123,11 +127,49 @@ class ResidencyAtOpen {
   mutable std::atomic<uint64_t> last_drop_{0};
 };
 
+// The files a LeaveCacheAsFound Env opened with OpenToReadAgain: path -> what was resident when
+// it was first opened. Every later opening of the path drops by this record (not by what it
+// finds then: that would take our own pages for the server's), and what is left (pages read
+// after the last streaming pass, through a file the archive pass keeps open) goes when the Env
+// does. Thread contract: safe for concurrent use (mu_).
+class ReadAgainRecord {
+ public:
+  // The record of `path`: the one already made, else `make()`'s, kept.
+  template <typename Make>
+  std::shared_ptr<const ResidencyAtOpen> FindOrPut(const std::string& path, Make make) {
+    if (std::shared_ptr<const ResidencyAtOpen> r = Find(path)) return r;
+    std::shared_ptr<const ResidencyAtOpen> made = make();
+    std::lock_guard<std::mutex> lock(mu_);
+    return paths_.emplace(path, std::move(made)).first->second;  // a racing first one stays
+  }
+  std::shared_ptr<const ResidencyAtOpen> Find(const std::string& path) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = paths_.find(path);
+    return it == paths_.end() ? nullptr : it->second;
+  }
+  // Drops what is left of every recorded path: opened again by path, read nothing.
+  void DropAll() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [path, r] : paths_) {
+      if (!r || !r->any_cold()) continue;
+      const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+      if (fd < 0) continue;  // gone since: nothing of it to drop
+      r->DropAll(fd);
+      ::close(fd);
+    }
+    paths_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::shared_ptr<const ResidencyAtOpen>> paths_;
+};
+
 class PosixFile final : public File {
  public:
-  PosixFile(int fd, uint64_t size, bool leave_cache_as_found) : fd_(fd), size_(size) {
-    if (leave_cache_as_found) residency_ = std::make_unique<const ResidencyAtOpen>(fd, size);
-  }
+  // `residency`: what to drop as this file is read and when it is closed (null: nothing).
+  PosixFile(int fd, uint64_t size, std::shared_ptr<const ResidencyAtOpen> residency)
+      : fd_(fd), size_(size), residency_(std::move(residency)) {}
   ~PosixFile() override {
     // Read-ahead brought pages past the last read; a partly read page was kept: drop them now.
     if (residency_) residency_->DropAll(fd_);
@@ -158,34 +200,23 @@ class PosixFile final : public File {
  private:
   const int fd_;
   const uint64_t size_;
-  std::unique_ptr<const ResidencyAtOpen> residency_;  // null: keep the cache (--keep-cache)
+  const std::shared_ptr<const ResidencyAtOpen> residency_;  // null: keep the cache
 };
 
+// The local file system. `read_again` null: the page cache is kept (Default); else it is
+// left as found (MakeLeaveCacheAsFound), with this record of the files to read again.
 class PosixEnv final : public Env {
  public:
-  explicit PosixEnv(bool leave_cache_as_found) : leave_cache_as_found_(leave_cache_as_found) {}
+  explicit PosixEnv(std::unique_ptr<ReadAgainRecord> read_again = nullptr) : read_again_(std::move(read_again)) {}
+  ~PosixEnv() override {
+    if (read_again_) read_again_->DropAll();
+  }
+  PosixEnv(const PosixEnv&) = delete;
+  PosixEnv& operator=(const PosixEnv&) = delete;
 
-  Result<std::unique_ptr<File>> Open(const std::string& path) const override {
-    // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
-    constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
-    int fd = ::open(path.c_str(), kFlags | O_NOATIME);
-    if (fd < 0 && errno == EPERM) fd = ::open(path.c_str(), kFlags);  // O_NOATIME: not the owner
-    if (fd < 0) return ErrnoStatus(path, errno);
-    struct stat st;
-    if (::fstat(fd, &st) != 0) {
-      int e = errno;
-      ::close(fd);
-      return Status(StatusCode::kIoError, path + ": " + std::strerror(e));
-    }
-    if (!S_ISREG(st.st_mode)) {
-      ::close(fd);
-      return Status(StatusCode::kCorruptMetadata,
-                    path + ": is a " + TypeName(st.st_mode) + ", not a regular file");
-    }
-    // Reads are plain preads; clear O_NONBLOCK so no read ever returns EAGAIN.
-    int fl = ::fcntl(fd, F_GETFL);
-    if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    return std::unique_ptr<File>(new PosixFile(fd, uint64_t(st.st_size), leave_cache_as_found_));
+  Result<std::unique_ptr<File>> Open(const std::string& path) const override { return OpenFile(path, false); }
+  Result<std::unique_ptr<File>> OpenToReadAgain(const std::string& path) const override {
+    return OpenFile(path, true);
   }
 
   Result<std::vector<DirEntry>> List(const std::string& dir) const override {
@@ -237,7 +268,40 @@ class PosixEnv final : public Env {
   }
 
  private:
-  const bool leave_cache_as_found_;
+  Result<std::unique_ptr<File>> OpenFile(const std::string& path, bool to_read_again) const {
+    // O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then refuses it.
+    constexpr int kFlags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY;
+    int fd = ::open(path.c_str(), kFlags | O_NOATIME);
+    if (fd < 0 && errno == EPERM) fd = ::open(path.c_str(), kFlags);  // O_NOATIME: not the owner
+    if (fd < 0) return ErrnoStatus(path, errno);
+    struct stat st;
+    if (::fstat(fd, &st) != 0) {
+      int e = errno;
+      ::close(fd);
+      return Status(StatusCode::kIoError, path + ": " + std::strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return Status(StatusCode::kCorruptMetadata,
+                    path + ": is a " + TypeName(st.st_mode) + ", not a regular file");
+    }
+    // Reads are plain preads; clear O_NONBLOCK so no read ever returns EAGAIN.
+    int fl = ::fcntl(fd, F_GETFL);
+    if (fl >= 0) (void)::fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+    const uint64_t size = uint64_t(st.st_size);
+    std::shared_ptr<const ResidencyAtOpen> drop;  // what this file drops (null: nothing)
+    if (read_again_ && to_read_again) {
+      // This file keeps what it reads: the later streaming Open of the path drops it, by the
+      // record of the first opening; the rest goes with the Env.
+      (void)read_again_->FindOrPut(path, [&] { return std::make_shared<const ResidencyAtOpen>(fd, size); });
+    } else if (read_again_) {
+      drop = read_again_->Find(path);
+      if (!drop) drop = std::make_shared<const ResidencyAtOpen>(fd, size);
+    }
+    return std::unique_ptr<File>(new PosixFile(fd, size, std::move(drop)));
+  }
+
+  const std::unique_ptr<ReadAgainRecord> read_again_;  // null: the page cache is kept
 
   static FileStat ToFileStat(const struct stat& st) {
     FileStat s;
@@ -254,13 +318,12 @@ class PosixEnv final : public Env {
 }  // namespace
 
 const Env& Env::Default() {
-  static const PosixEnv env(/*leave_cache_as_found=*/false);
+  static const PosixEnv env;
   return env;
 }
 
-const Env& Env::LeaveCacheAsFound() {
-  static const PosixEnv env(/*leave_cache_as_found=*/true);
-  return env;
+std::unique_ptr<Env> Env::MakeLeaveCacheAsFound() {
+  return std::make_unique<PosixEnv>(std::make_unique<ReadAgainRecord>());
 }
 
 Result<uint64_t> Env::EntrySize(const std::string& path, const DirEntry& e) const {

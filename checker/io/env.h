@@ -14,8 +14,9 @@
 //   kIoError         it exists and cannot be read: EACCES, EIO, a short read; the message carries
 //                    the errno text. "Could not check", never "damaged".
 //
-// Thread contract: an Env is safe for concurrent use (Default() and LeaveCacheAsFound() hold
-// no mutable state; FaultEnv guards its counters). A File is owned by one thread at a time;
+// Thread contract: an Env is safe for concurrent use (Default() holds no mutable state;
+// MakeLeaveCacheAsFound()'s guards its record of paths to read again; FaultEnv guards its
+// counters). A File is owned by one thread at a time;
 // ReadAt is const and may be called concurrently on one File (pread, and posix_fadvise on
 // the pages a read brought in: the record of what was cached is written only at open); only a
 // FileCache (file_cache.h) shares one between threads.
@@ -76,6 +77,13 @@ class Env {
 
   // Opens a regular file read-only (see the error classes above). Never blocks on a FIFO.
   virtual Result<std::unique_ptr<File>> Open(const std::string& path) const = 0;
+  // The same, for reads that are not the one streaming pass over the file: a planning walk or
+  // probe whose pages the data pass reads again (2.0.0b5's walk of every entry header: the
+  // kernel's read-ahead brings in the whole segment), single entries, the archive pass's
+  // random reads. An Env that leaves the page cache as found (MakeLeaveCacheAsFound) keeps
+  // those pages: the path's streaming Open drops them as it reads, and what is left goes when
+  // that Env is destroyed. Others: Open.
+  virtual Result<std::unique_ptr<File>> OpenToReadAgain(const std::string& path) const { return Open(path); }
   // The entries of a directory except "." and "..", in no particular order. kNotFound,
   // kCorruptMetadata (not a directory), kIoError.
   virtual Result<std::vector<DirEntry>> List(const std::string& dir) const = 0;
@@ -103,15 +111,18 @@ class Env {
   // The real, read-only file system. Pages read stay in the page cache (the kernel's default).
   static const Env& Default();
   // The same, leaving the page cache as it found it (borgcheck's default; --keep-cache turns it
-  // off): each file's resident pages are noted when it is opened (mincore on a read-only
-  // mapping, no page touched); the pages that were not resident then are dropped
+  // off): each file's resident pages are noted when it is first opened (mincore on a
+  // read-only mapping, no page touched); the pages that were not resident then are dropped
   // (posix_fadvise DONTNEED) behind the reads, kCacheDropLagBytes behind each read's offset,
   // and all of them when the file is closed (the kernel's read-ahead past the last read
-  // included). So a nightly check of a large repository does not evict what the server had
-  // cached, and a page cached before the run stays. Pages another process brings in while we
-  // hold the file open are dropped with ours (they cannot be told apart). Where the question
-  // cannot be asked (the mapping is refused), nothing is dropped.
-  static const Env& LeaveCacheAsFound();
+  // included); a file opened with OpenToReadAgain drops nothing, its path's later Opens drop
+  // by the record of its first opening, and what is left of it goes when this Env does. So a
+  // nightly check of a large repository does not evict what the server had cached, and a page
+  // cached before the run stays. Pages another process brings in while we hold the file are
+  // dropped with ours (they cannot be told apart). Where the question cannot be asked (the
+  // mapping is refused), nothing is dropped. One per run: it remembers the paths opened with
+  // OpenToReadAgain (guarded by a mutex) until it goes.
+  static std::unique_ptr<Env> MakeLeaveCacheAsFound();
 };
 
 // A failed call's reason without the path it begins with ("Permission denied").

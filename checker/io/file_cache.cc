@@ -19,7 +19,9 @@ Result<std::shared_ptr<const File>> FileCache::Open(const std::string& path) con
   }
   // Opened without the lock (a remote open takes round trips): two threads may both open the
   // same path; the first one kept is used, the other closed.
-  Result<std::unique_ptr<File>> opened = env_.Open(path);
+  // Random reads of single objects, not a stream: the pages stay (a data pass may read them
+  // again; an Env that leaves the page cache as found drops them when the run ends).
+  Result<std::unique_ptr<File>> opened = env_.OpenToReadAgain(path);
   if (!opened.ok()) return opened.status();
   std::shared_ptr<const File> file(std::move(opened).value());
   std::lock_guard<std::mutex> lock(mu_);

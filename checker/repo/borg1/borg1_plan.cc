@@ -79,7 +79,8 @@ WalkEnd WalkHeaders(const io::File& f, uint64_t limit, F&& on_entry) {
 // not be read.
 CommitProbe ProbeCommit(const io::Env& env, const SegmentFile& s) {
   CommitProbe p;
-  Result<std::unique_ptr<io::File>> f = env.Open(s.path);
+  // Planning reads of a segment: the data pass reads it again (io::Env::OpenToReadAgain).
+  Result<std::unique_ptr<io::File>> f = env.OpenToReadAgain(s.path);
   if (!f.ok()) {
     if (f.status().code() == StatusCode::kIoError) {
       p.unreadable = true;
@@ -252,7 +253,7 @@ Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& pat
   std::unordered_map<std::array<uint8_t, 32>, std::pair<uint32_t, uint32_t>, IdHash> replay;
   if (!use_index) {
     for (const SegmentFile& s : plan.segments) {
-      Result<std::unique_ptr<io::File>> f = env.Open(s.path);
+      Result<std::unique_ptr<io::File>> f = env.OpenToReadAgain(s.path);  // the verify pass reads it again
       if (!f.ok()) {  // the verify pass reports it
         if (f.status().code() == StatusCode::kIoError) plan.unreadable_segments.insert(s.number);
         continue;

@@ -190,7 +190,9 @@ Result<engine::Plan> Borg1Source::MakePlan() {
 }
 
 std::optional<ByteBuffer> Borg1Source::ReadEntryAt(const std::string& path, uint64_t offset) const {
-  Result<std::unique_ptr<io::File>> f = env_.Open(path);
+  // One entry, not the stream: its pages stay for the data pass, or until the run ends
+  // (io::Env::OpenToReadAgain; dropped at each close, a small segment was read once per entry).
+  Result<std::unique_ptr<io::File>> f = env_.OpenToReadAgain(path);
   if (!f.ok()) return std::nullopt;
   uint8_t hdr[kHeaderSizeWithKey];
   if (offset >= (*f)->size()) return std::nullopt;
@@ -221,7 +223,7 @@ Status Borg1Source::LoadKey(engine::Plan& plan) {
   for (const LiveObject* o : candidates) {
     auto it = paths.find(o->segment);
     if (it == paths.end()) continue;
-    Result<std::unique_ptr<io::File>> f = env_.Open(*it->second);
+    Result<std::unique_ptr<io::File>> f = env_.OpenToReadAgain(*it->second);  // a probe (io/env.h)
     if (!f.ok()) continue;
     uint8_t type;
     if (!(*f)->ReadAt(uint64_t(o->offset) + kHeaderSizeWithKey, 1, &type).ok()) continue;

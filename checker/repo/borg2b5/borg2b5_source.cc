@@ -87,7 +87,9 @@ class Borg2b5Source final : public engine::EnvUnitSource {
 };
 
 std::optional<ByteBuffer> Borg2b5Source::ReadEntry(const Borg2Segment& seg, const Borg2Entry& e) const {
-  Result<std::unique_ptr<io::File>> f = env_.Open(seg.path);
+  // One entry, not the stream: its pages stay for the data pass, or until the run ends
+  // (io::Env::OpenToReadAgain; dropped at each close, a small segment was read once per entry).
+  Result<std::unique_ptr<io::File>> f = env_.OpenToReadAgain(seg.path);
   if (!f.ok()) return std::nullopt;
   ByteBuffer buf;
   buf.Resize(e.size);

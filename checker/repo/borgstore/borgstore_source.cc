@@ -124,7 +124,7 @@ class BorgstoreSource final : public engine::EnvUnitSource {
 };
 
 std::optional<uint8_t> BorgstoreSource::ProbeTypeByte(const std::string& path, uint64_t offset, uint64_t size) const {
-  Result<std::unique_ptr<io::File>> f = env_.Open(path);
+  Result<std::unique_ptr<io::File>> f = env_.OpenToReadAgain(path);  // a probe: the data pass reads it (io/env.h)
   if (!f.ok() || size < kObjHeaderSize || offset + kObjHeaderSize > (*f)->size()) return std::nullopt;
   uint8_t h[kObjHeaderSize];
   if (!(*f)->ReadAt(offset, sizeof h, h).ok() || std::memcmp(h, kObjMagic.data(), kObjMagic.size()) != 0) {

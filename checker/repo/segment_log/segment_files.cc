@@ -117,7 +117,8 @@ Result<std::string> ReadSegmentLogConfig(const io::Env& env, const std::string& 
 
 bool EndsWithCommit(const io::Env& env, const SegmentFile& s, Bytes commit) {
   if (s.size < 8 + commit.size()) return false;
-  Result<std::unique_ptr<io::File>> f = env.Open(s.path);
+  // A planning read: the data pass reads the segment again (io::Env::OpenToReadAgain).
+  Result<std::unique_ptr<io::File>> f = env.OpenToReadAgain(s.path);
   if (!f.ok() || (*f)->size() < commit.size()) return false;
   std::vector<uint8_t> tail(commit.size());
   if (!(*f)->ReadAt((*f)->size() - tail.size(), tail.size(), tail.data()).ok()) return false;

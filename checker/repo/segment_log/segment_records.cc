@@ -197,7 +197,7 @@ std::vector<std::pair<uint32_t, Status>> UnreadableAfter(const io::Env& env, con
   std::vector<std::pair<uint32_t, Status>> out;
   for (const SegmentFile& s : segments) {
     if ((after && s.number <= *after) || s.size == 0) continue;
-    Result<std::unique_ptr<io::File>> f = env.Open(s.path);
+    Result<std::unique_ptr<io::File>> f = env.OpenToReadAgain(s.path);  // a planning read (io/env.h)
     if (!f.ok()) {
       if (f.status().code() == StatusCode::kIoError) out.emplace_back(s.number, f.status());
       continue;
