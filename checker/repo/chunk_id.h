@@ -35,6 +35,11 @@ inline bool IsManifestId(const ChunkId& id) {
   return true;
 }
 
+// The finding's message where a segment-log repository (borg 1.x, 2.0.0b5; local or served)
+// has no manifest object.
+inline constexpr const char* kNoManifestMessage =
+    "the repository has no manifest (chunk 00…00): borg cannot list any archive";
+
 // 64 lowercase hex digits (as every report and shard record writes an id) into `id`.
 inline bool ParseHexId(std::string_view hex, ChunkId& id) {
   if (hex.size() != 64) return false;

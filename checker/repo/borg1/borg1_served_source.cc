@@ -9,7 +9,6 @@
 
 #include <fmt/format.h>
 
-#include "checker/crypto/tam.h"
 #include "checker/keys/key_identity.h"
 #include "checker/repo/borg1/borg1_archives.h"
 #include "checker/repo/borg1/borg1_config.h"
@@ -138,8 +137,7 @@ Result<std::unique_ptr<engine::ObjectVerifier>> Borg1ServedSource::MakeVerifier(
 void Borg1ServedSource::CheckManifest(engine::FinishContext& ctx) const {
   const ChunkId zero{};
   if (!has_manifest_) {
-    ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero,
-                                 "the repository has no manifest (chunk 00…00): borg cannot list any archive"));
+    ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero, kNoManifestMessage));
     return;
   }
   // Where the manifest was read this run, its own finding says why it failed; fetched again
@@ -165,13 +163,9 @@ void Borg1ServedSource::CheckManifest(engine::FinishContext& ctx) const {
     if (!unit_read) ctx.findings.Add(MakeFinding(fail->severity, fail->stage, Location::None(), &zero, fail->message));
     return;
   }
-  crypto::TamResult tam = crypto::VerifyManifestTam(v.plaintext(), mode_, key_ ? &*key_ : nullptr);
-  const bool bad = tam.outcome == crypto::TamOutcome::kMismatch || tam.outcome == crypto::TamOutcome::kMalformed ||
-                   (tam.outcome == crypto::TamOutcome::kAbsent && key_ && key_->tam_required);
-  if (!bad) return;
-  ctx.findings.Add(MakeFinding(
-      Severity::kError, Stage::kAuthentication, Location::None(), &zero,
-      "manifest TAM: " + (tam.message.empty() ? std::string("no TAM although the key requires one") : tam.message)));
+  std::optional<std::string> why = Borg1ManifestTamProblem(v.plaintext(), mode_, key_ ? &*key_ : nullptr);
+  if (!why) return;
+  ctx.findings.Add(MakeFinding(Severity::kError, Stage::kAuthentication, Location::None(), &zero, *why));
   ctx.ManifestFailedLater();
 }
 

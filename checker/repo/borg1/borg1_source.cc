@@ -12,7 +12,6 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "checker/crypto/tam.h"
 #include "checker/keys/key_identity.h"
 #include "checker/repo/borg1/borg1_archives.h"
 #include "checker/repo/borg1/borg1_key.h"
@@ -689,8 +688,7 @@ void Borg1Source::CheckManifest(engine::FinishContext& ctx) const {
   }
   const ChunkId zero{};
   if (!m) {
-    ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero,
-                                 "the repository has no manifest (chunk 00…00): borg cannot list any archive"));
+    ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero, kNoManifestMessage));
     return;
   }
   // The workers verified the manifest object and reported any failure; its plaintext is needed
@@ -726,13 +724,10 @@ void Borg1Source::CheckManifest(engine::FinishContext& ctx) const {
     }
     return;
   }
-  crypto::TamResult tam = crypto::VerifyManifestTam(v.plaintext(), mode_, key_ ? &*key_ : nullptr);
-  const bool bad = tam.outcome == crypto::TamOutcome::kMismatch || tam.outcome == crypto::TamOutcome::kMalformed ||
-                   (tam.outcome == crypto::TamOutcome::kAbsent && key_ && key_->tam_required);
-  if (!bad) return;
-  ctx.findings.Add(MakeFinding(
-      Severity::kError, Stage::kAuthentication, Location::Segment(m->segment, m->offset), &zero,
-      "manifest TAM: " + (tam.message.empty() ? std::string("no TAM although the key requires one") : tam.message)));
+  std::optional<std::string> why = Borg1ManifestTamProblem(v.plaintext(), mode_, key_ ? &*key_ : nullptr);
+  if (!why) return;
+  ctx.findings.Add(
+      MakeFinding(Severity::kError, Stage::kAuthentication, Location::Segment(m->segment, m->offset), &zero, *why));
   ctx.ManifestFailedLater();
 }
 

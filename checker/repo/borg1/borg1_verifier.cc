@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "checker/crypto/tam.h"
 #include "checker/repo/chunk_id.h"
 #include "checker/repo/segment_log/segment_entry.h"
 #include "checker/repo/segment_log/segment_format.h"
@@ -141,6 +142,15 @@ void Borg1Verifier::VerifyBatch(std::span<const Bytes> stored, std::span<const e
   items_.resize(std::max(items_.size(), refs.size()));
   BatchItems items(*this, stored, refs, out);
   pipeline_->Run(refs.size(), items);
+}
+
+std::optional<std::string> Borg1ManifestTamProblem(Bytes plaintext, crypto::KeyMode mode,
+                                                   const crypto::KeyMaterial* key) {
+  const crypto::TamResult tam = crypto::VerifyManifestTam(plaintext, mode, key);
+  const bool bad = tam.outcome == crypto::TamOutcome::kMismatch || tam.outcome == crypto::TamOutcome::kMalformed ||
+                   (tam.outcome == crypto::TamOutcome::kAbsent && key && key->tam_required);
+  if (!bad) return std::nullopt;
+  return "manifest TAM: " + (tam.message.empty() ? std::string("no TAM although the key requires one") : tam.message);
 }
 
 }  // namespace borgcheck::repo

@@ -90,4 +90,10 @@ class Borg1Verifier final : public engine::ObjectVerifier {
   std::vector<Item> items_;
 };
 
+// The manifest's TAM as borg 1.x judges it (plaintext: the manifest, verified and decompressed):
+// nullopt when it passes or none is required (a key that does not require one), else the
+// finding's message. Local and served runs share it.
+std::optional<std::string> Borg1ManifestTamProblem(Bytes plaintext, crypto::KeyMode mode,
+                                                   const crypto::KeyMaterial* key);
+
 }  // namespace borgcheck::repo

@@ -193,8 +193,7 @@ void Borg2b5ServedSource::Finish(engine::FinishContext& ctx) {
   FinishServed(ctx);
   if (!has_manifest_ && !order_.empty()) {
     const ChunkId zero{};
-    ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero,
-                                 "the repository has no manifest (chunk 00…00): borg cannot list any archive"));
+    ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero, kNoManifestMessage));
   }
   if (verify_data_ && type_ && has_manifest_ && service_.Lost().ok()) CheckManifest(ctx);
   if (std::optional<std::string> note = Borg2b5SessionNote(Borg2b5SessionsSeen(ctx.verifiers), verify_data_, type_)) {

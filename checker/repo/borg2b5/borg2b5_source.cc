@@ -304,8 +304,7 @@ void Borg2b5Source::Finish(engine::FinishContext& ctx) {
     for (const Finding& f : plan_.findings) reported |= f.chunk_id && IsManifestId(*f.chunk_id);
     if (!reported) {
       const ChunkId zero{};
-      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero,
-                                   "the repository has no manifest (chunk 00…00): borg cannot list any archive"));
+      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero, kNoManifestMessage));
     }
   }
   if (verify_data_ && type_ && manifest_entry) VerifyManifestTam(ctx, *manifest_seg, *manifest_entry);
