@@ -1208,5 +1208,12 @@ TEST_CASE("engine: a key that cannot be loaded: the repository layer is still ch
   }
 }
 
+TEST_CASE("a unit's file that cannot be opened: vanished, lost or not checked, by one rule", "[engine]") {
+  CHECK(ClassifyUnitOpenFailure(Status(StatusCode::kNotFound, "gone")) == UnitOpenFailure::kVanished);
+  CHECK(ClassifyUnitOpenFailure(Status(StatusCode::kCorruptMetadata, "not a regular file")) == UnitOpenFailure::kLost);
+  CHECK(ClassifyUnitOpenFailure(Status(StatusCode::kIoError, "Permission denied")) == UnitOpenFailure::kUnreadable);
+  CHECK(ClassifyUnitOpenFailure(Status(StatusCode::kIoError, "connection lost")) == UnitOpenFailure::kUnreadable);
+}
+
 }  // namespace
 }  // namespace borgcheck::engine

@@ -81,6 +81,17 @@ struct Block {
   uint64_t progress_bytes = 0;  // defaults to data.size()
 };
 
+// The one rule for a unit's file that cannot be opened when its turn comes (io/env.h's
+// classes), in every generation: gone since planning (kNotFound: compact ran) ends the run as
+// changed (UnitSink::Vanished); no longer a regular file (kCorruptMetadata) is damage, its
+// objects lost (Stage::kMissing); anything else (EACCES, EIO, a lost connection) is "could not
+// check" (Stage::kIo), never damage. The wording of the findings is the generation's.
+enum class UnitOpenFailure : uint8_t { kVanished, kLost, kUnreadable };
+inline UnitOpenFailure ClassifyUnitOpenFailure(const Status& s) {
+  if (s.code() == StatusCode::kNotFound) return UnitOpenFailure::kVanished;
+  return s.code() == StatusCode::kCorruptMetadata ? UnitOpenFailure::kLost : UnitOpenFailure::kUnreadable;
+}
+
 // Where a source hands what it reads in one unit. Implemented by the engine; one per unit read,
 // used by the thread reading that unit (Wants and Stopping are safe for concurrent use).
 class UnitSink {

@@ -428,13 +428,12 @@ void Borg1Source::SegmentReader::Run() {
   Result<std::unique_ptr<io::File>> opened = src_.env_.Open(seg_.path);
   if (!opened.ok()) {
     const Status& st = opened.status();
-    if (st.code() == StatusCode::kNotFound) {
+    const engine::UnitOpenFailure why = engine::ClassifyUnitOpenFailure(st);
+    if (why == engine::UnitOpenFailure::kVanished) {
       sink_.Vanished();  // listed while planning, gone now
       return;
     }
-    // It exists and cannot be read (EACCES, EIO): could not check. Anything else (it is no
-    // longer a regular file) is damage.
-    const bool io = st.code() != StatusCode::kCorruptMetadata;
+    const bool io = why == engine::UnitOpenFailure::kUnreadable;
     no_file_stage_ = io ? Stage::kIo : Stage::kMissing;
     no_file_why_ = io ? "the segment cannot be read (" + st.message() + "): not checked"
                       : "the segment is not a readable segment file (" + st.message() + "): lost";

@@ -195,12 +195,12 @@ void Borg2b5Source::ReadUnit(size_t index, engine::UnitSink& sink) {
   };
   Result<std::unique_ptr<io::File>> opened = env_.Open(seg.path);
   if (!opened.ok()) {
-    if (opened.status().code() == StatusCode::kNotFound) {
+    const engine::UnitOpenFailure why = engine::ClassifyUnitOpenFailure(opened.status());
+    if (why == engine::UnitOpenFailure::kVanished) {
       sink.Vanished();  // listed while planning, gone now
       return;
     }
-    // It exists and cannot be read (EACCES, EIO): not checked. No longer a regular file: lost.
-    const bool io = opened.status().code() != StatusCode::kCorruptMetadata;
+    const bool io = why == engine::UnitOpenFailure::kUnreadable;
     for (const Borg2Entry& e : seg.entries) {
       if (!e.live) continue;
       sink.Finding(MakeFinding(Severity::kError, io ? Stage::kIo : Stage::kMissing, where.At(e.offset), &e.id,

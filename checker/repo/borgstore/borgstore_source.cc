@@ -260,11 +260,12 @@ void BorgstoreSource::ReadUnit(size_t p, engine::UnitSink& sink) {
   Stage unread_stage = Stage::kMissing;
   std::string unread_why;
   if (!f.ok()) {
-    if (f.status().code() == StatusCode::kNotFound) {
+    const engine::UnitOpenFailure why = engine::ClassifyUnitOpenFailure(f.status());
+    if (why == engine::UnitOpenFailure::kVanished) {
       sink.Vanished();  // listed while planning, gone now: compact ran
       return;
     }
-    const bool io = f.status().code() != StatusCode::kCorruptMetadata;
+    const bool io = why == engine::UnitOpenFailure::kUnreadable;
     unread_stage = io ? Stage::kIo : Stage::kMissing;
     unread_why = io ? "the pack holding this chunk cannot be read (" + f.status().message() + "): not checked"
                     : "the pack holding this chunk is not a regular file: lost";
