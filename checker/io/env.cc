@@ -35,17 +35,25 @@ Status ErrnoStatus(const std::string& path, int e) {
                 path + ": " + std::strerror(e));
 }
 
-// Which pages of a file were in the page cache when it was opened, one bit per page (set:
-// resident). Read-only after construction but for last_drop_ (atomic): safe for concurrent use.
+// Which pages of a file were in the page cache when it was opened, as sorted runs of resident
+// pages. Read-only after construction but for last_drop_ (atomic): safe for concurrent use.
 //
 // "Leave the cache as found" (env.h): a page we read that was not cached before is dropped
 // again (posix_fadvise DONTNEED) behind the reads and on close; a page that was cached stays.
 // mincore(2) answers for a mapping, so the file is mapped read-only for the question and
 // unmapped at once (no page of it is touched). Taken once at open, not before each read: the
 // kernel's read-ahead for our own earlier reads would make the next window look cached.
-// 1 bit per page: 32 KiB per GiB of file.
+//
+// Memory: at most 2 * kMaxRuns runs (16 bytes each) per file, whatever its size. A per-page bitmap
+// was 16 KiB per 500 MiB segment, and a run keeps one record per file it will read again
+// (2.0.0b5 walks every segment before its data pass): 160 MiB for a 5 TB repository whose
+// segments were each partly cached. A file whose cached pages form more runs than that has
+// its runs joined across the smallest gaps: the pages of a joined gap count as cached, so some
+// pages we read stay cached (never the other way: a page cached before the run is never dropped).
 class ResidencyAtOpen {
  public:
+  static constexpr size_t kMaxRuns = 64;
+
   // Where the question cannot be asked (mmap or mincore refused, a file larger than the
   // address space), any_cold() is false: nothing is dropped, as with --keep-cache.
   ResidencyAtOpen(int fd, uint64_t size) {
@@ -58,7 +66,6 @@ class ResidencyAtOpen {
       pages_ = 0;
       return;
     }
-    bits_.assign(size_t((pages_ + 63) / 64), 0);
     // mincore in slices of 64 Ki pages: a bounded scratch vector, whatever the file's size.
     constexpr uint64_t kSlice = 64 * 1024;
     std::vector<unsigned char> vec(size_t(std::min(pages_, kSlice)));
@@ -67,17 +74,19 @@ class ResidencyAtOpen {
       const uint64_t n = std::min(kSlice, pages_ - first);
       ok = ::mincore(static_cast<char*>(map) + first * page_, size_t(n * page_), vec.data()) == 0;
       for (uint64_t i = 0; ok && i < n; ++i) {
-        if (vec[size_t(i)] & 1) bits_[size_t((first + i) / 64)] |= uint64_t(1) << ((first + i) % 64);
-        else any_cold_ = true;
+        if (vec[size_t(i)] & 1) {
+          AddResident(first + i);
+        } else {
+          any_cold_ = true;
+        }
       }
     }
     ::munmap(map, size_t(size));
     if (!ok) {
       any_cold_ = false;
-      bits_.clear();
-    } else if (std::all_of(bits_.begin(), bits_.end(), [](uint64_t w) { return w == 0; })) {
-      bits_.clear();  // nothing cached (a cold run): no bitmap to keep (Resident answers false)
+      runs_.clear();
     }
+    runs_.shrink_to_fit();
   }
 
   bool any_cold() const { return any_cold_; }
@@ -85,14 +94,17 @@ class ResidencyAtOpen {
   // Drops the pages of [first, end) that were not resident at open.
   void Drop(int fd, uint64_t first, uint64_t end) const {
     end = std::min(end, pages_);
+    // The first run that ends after `first`; the gaps between runs are the pages to drop.
+    auto it = std::upper_bound(runs_.begin(), runs_.end(), first, [](uint64_t p, const Run& r) { return p < r.end; });
     uint64_t p = first;
     while (p < end) {
-      while (p < end && Resident(p)) ++p;
-      const uint64_t run = p;
-      while (p < end && !Resident(p)) ++p;
-      if (p > run) {
-        (void)::posix_fadvise(fd, off_t(run * page_), off_t((p - run) * page_), POSIX_FADV_DONTNEED);
+      const uint64_t gap_end = it == runs_.end() ? end : std::min(end, it->begin);
+      if (gap_end > p) {
+        (void)::posix_fadvise(fd, off_t(p * page_), off_t((gap_end - p) * page_), POSIX_FADV_DONTNEED);
       }
+      if (it == runs_.end()) break;
+      p = std::max(p, it->end);
+      ++it;
     }
   }
   // A read at `offset`: the pages of the kCacheDropLagBytes before it (env.h says why behind,
@@ -115,13 +127,53 @@ class ResidencyAtOpen {
   }
 
  private:
-  bool Resident(uint64_t p) const { return !bits_.empty() && ((bits_[size_t(p / 64)] >> (p % 64)) & 1); }
+  struct Run {
+    uint64_t begin;
+    uint64_t end;
+  };
+
+  // Page p (in increasing order) was resident.
+  void AddResident(uint64_t p) {
+    if (!runs_.empty() && runs_.back().end == p) {
+      runs_.back().end = p + 1;
+      return;
+    }
+    if (runs_.size() == kMaxRuns * 2) JoinRuns();
+    runs_.push_back(Run{p, p + 1});
+  }
+  // Joins runs across all but the kMaxRuns - 1 largest gaps (of equal gaps, the first ones
+  // stay): what is left is at most kMaxRuns runs.
+  void JoinRuns() {
+    std::vector<uint64_t> gaps;
+    gaps.reserve(runs_.size() - 1);
+    for (size_t i = 1; i < runs_.size(); ++i) {
+      gaps.push_back(runs_[i].begin - runs_[i - 1].end);
+    }
+    const size_t nth = gaps.size() - (kMaxRuns - 1);
+    std::nth_element(gaps.begin(), gaps.begin() + ptrdiff_t(nth), gaps.end());
+    const uint64_t least = gaps[nth];  // the smallest of the gaps that stay
+    const size_t above = size_t(std::count_if(gaps.begin(), gaps.end(), [&](uint64_t g) { return g > least; }));
+    size_t equal_left = (kMaxRuns - 1) - above;  // of the gaps equal to `least`, how many stay
+    std::vector<Run> joined;
+    joined.reserve(kMaxRuns * 2);
+    joined.push_back(runs_[0]);
+    for (size_t i = 1; i < runs_.size(); ++i) {
+      const uint64_t gap = runs_[i].begin - runs_[i - 1].end;
+      if (gap > least || (gap == least && equal_left > 0)) {
+        if (gap == least) --equal_left;
+        joined.push_back(runs_[i]);
+      } else {
+        joined.back().end = runs_[i].end;
+      }
+    }
+    runs_ = std::move(joined);
+  }
 
   static constexpr uint64_t kDropStepBytes = 1 << 20;
 
   uint64_t page_ = 4096;
   uint64_t pages_ = 0;
-  std::vector<uint64_t> bits_;
+  std::vector<Run> runs_;  // sorted, disjoint, not adjacent
   bool any_cold_ = false;
   // The offset of the read that last dropped (DropBehind); the one field written after open.
   mutable std::atomic<uint64_t> last_drop_{0};
