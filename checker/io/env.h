@@ -15,7 +15,7 @@
 //                    the errno text. "Could not check", never "damaged".
 //
 // Thread contract: an Env is safe for concurrent use (Default() holds no mutable state;
-// MakeLeaveCacheAsFound()'s guards its record of paths to read again; FaultEnv guards its
+// MakeLeaveCacheAsFound()'s Env guards its record of paths to read again; FaultEnv guards its
 // counters). A File is owned by one thread at a time;
 // ReadAt is const and may be called concurrently on one File (pread, and posix_fadvise on
 // the pages a read brought in: the record of what was cached is written only at open); only a
