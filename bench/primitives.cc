@@ -285,7 +285,7 @@ int Main(int argc, char** argv) {
   const crypto::KeyMode mode = *mode_opt;
   std::optional<crypto::KeyMaterial> key;
   if (crypto::NeedsKey(mode)) {
-    Result<crypto::KeyMaterial> k = repo::LoadBorg1Key(io::Env::Default(), repo_path, *config, mode);
+    Result<crypto::KeyMaterial> k = repo::LoadBorg1Key(repo_path, *config, mode);
     if (!k.ok()) Die(k.status().message());
     key = std::move(k).value();
   }

@@ -199,14 +199,6 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
     return Invalid("--sample with a size is not available for ssh:// repositories: borg serve does not say how "
                    "large the repository is; give a share instead (--sample 5%)");
   }
-  if (cli.remote && cli.remote->transport == Transport::kBorgServe && !o.state_dir.empty()) {
-    // A served unit is a run of the server's scan, not a file: nothing a later run could
-    // recognise as already verified (issue 19 leaves this for a later step).
-    return Invalid("--max-duration, --max-age, --min-interval and --state-dir are not available for ssh:// "
-                   "repositories yet (borg serve hands out objects, not files a later run could recognise); "
-                   "run without them, or read the repository over sftp:// (docs/remote.md)");
-  }
-
   if (!raw.shard.empty()) {
     if (Status st = schedule::ParseShard(raw.shard, o.shard_k, o.shard_n); !st.ok()) return st;
     if (!raw.json) {

@@ -250,6 +250,16 @@ Status ApplyPartialArgs(const PartialRaw& raw, run::CheckOptions& o, std::vector
                          " in effect (the time after the reading is recorded as this)");
   }
 
+  if (const char* t = hooks ? Env("BORGCHECK_TEST_SERVED_BATCH_OBJECTS") : nullptr) {
+    uint64_t n = 0;
+    if (!ParseUint(t, n) || n < 1 || n > 1000000) {
+      return Invalid("BORGCHECK_TEST_SERVED_BATCH_OBJECTS must be 1..1000000 objects");
+    }
+    o.test_served_batch_objects = size_t(n);
+    hook_notes.push_back(std::string("TEST hook BORGCHECK_TEST_SERVED_BATCH_OBJECTS=") + t +
+                         " in effect (an ssh:// repository's batches are this small on average)");
+  }
+
   if (!raw.subset.empty()) {
     Result<SubsetChoice> c = ParseSubset(raw.subset, today);
     if (!c.ok()) return c.status();

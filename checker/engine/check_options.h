@@ -80,6 +80,10 @@ struct CheckOptions {
   // archive pass, which the next budgeted run keeps back): this, not the time that passed.
   // Tests only (BORGCHECK_TEST_AFTER_READING_S; 0 when unset).
   double test_after_reading_s = 0;
+  // The mean size in objects of an ssh:// repository's batches (repo/segment_log/served_source.h;
+  // 0: kServedUnitObjects), so that a test's small repository has several. Tests only
+  // (BORGCHECK_TEST_SERVED_BATCH_OBJECTS).
+  size_t test_served_batch_objects = 0;
   // Benchmarking and tests only (BORGCHECK_LANES=0): false makes every verifier hash one object
   // at a time instead of several in hash lanes (crypto/hash_pipeline.h), so that bench/compare
   // can measure what the lanes gain. The findings are the same (tests/lanes_test.cc).

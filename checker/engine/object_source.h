@@ -54,6 +54,8 @@ struct ReadUnit {
   uint64_t bytes = 0;         // the bytes that belong to the check (progress)
   bool on_disk = true;        // false: the plan knows it should exist and it does not (its
                               // ReadUnit reports the loss); not counted in the summary's units
+  std::string state_key = {}; // a partial run's name of the unit where the location names none
+                              // (a served batch: "batch <first id>"); empty: UnitKey(location)
 };
 
 struct Plan {

@@ -131,11 +131,13 @@ std::vector<ExtraMetric> CoverageMetrics(const RunSummary& s) {
   add("borgcheck_skipped_bytes", "Bytes of the repository the last run did not read (slices, time budget, --max-age).",
       double(s.bytes_skipped));
   if (!s.has_coverage) return m;
-  add("borgcheck_coverage_ratio", "Share of the repository's bytes verified within --max-age (any age without it).",
+  add("borgcheck_coverage_ratio",
+      "Share of the repository's bytes (an ssh:// repository's objects) verified within --max-age (any age "
+      "without it).",
       s.coverage.ratio);
-  add("borgcheck_coverage_units_verified", "Segments or packs verified within --max-age.",
+  add("borgcheck_coverage_units_verified", "Segments, packs or batches verified within --max-age.",
       double(s.coverage.units_verified));
-  add("borgcheck_coverage_units_never_verified", "Segments or packs with no verification on record.",
+  add("borgcheck_coverage_units_never_verified", "Segments, packs or batches with no verification on record.",
       double(s.coverage.units_never_verified));
   add("borgcheck_full_verification_timestamp_seconds",
       "Unix time a full verification (every segment or pack) last completed; 0 if none did.",

@@ -13,12 +13,12 @@
 #include "checker/report/output.h"
 
 namespace borgcheck::report {
-namespace {
 
-// The plural of a unit noun: "segments", "packs", "batches" (a served repository's).
 std::string UnitNouns(const std::string& noun) {
   return noun.ends_with("ch") || noun.ends_with("sh") || noun.ends_with("s") ? noun + "es" : noun + "s";
 }
+
+namespace {
 
 
 // What makes two findings "of one kind in one unit".
@@ -224,8 +224,9 @@ std::string FormatCoverageLine(const RunSummary& s) {
   if (!s.has_coverage || s.coverage.state_file.empty() || s.skipped) return "";
   const RunSummary::Coverage& c = s.coverage;
   const std::string nouns = UnitNouns(s.unit_noun);
-  std::string out = fmt::format("coverage: {:.1f}% of {} verified{} ({} of {} {}{}{})", c.ratio * 100,
-                                FormatBytes(s.bytes_total),
+  // A served repository's coverage is a share of its objects (its batches' sizes are unknown).
+  const std::string of = s.unit_noun == "batch" ? FormatCount(s.objects_total) + " objects" : FormatBytes(s.bytes_total);
+  std::string out = fmt::format("coverage: {:.1f}% of {} verified{} ({} of {} {}{}{})", c.ratio * 100, of,
                                 c.max_age_s > 0 ? " within " + FormatAge(c.max_age_s) : std::string(),
                                 FormatCount(c.units_verified), FormatCount(s.units_total), nouns,
                                 c.units_partly_verified ? fmt::format(", {} partly", FormatCount(c.units_partly_verified))

@@ -74,6 +74,8 @@ std::string FormatVerboseLines(const RunSummary& s);
 
 std::string FormatBytes(uint64_t n);       // "812 B", "1.2 GiB"
 std::string FormatCount(uint64_t n);       // "1,543"
+// The plural of a unit noun: "segments", "packs", "batches" (a served repository's).
+std::string UnitNouns(const std::string& noun);
 std::string FormatDuration(double s);      // "0.04s", "2m03s", "1h02m03s"
 std::string FormatClock(uint64_t s);       // "0:02:03" (h:mm:ss)
 std::string FormatRfc3339(double unix_s);  // "2026-12-01T13:34:57.123Z" (UTC, milliseconds)

@@ -233,6 +233,13 @@ TEST_CASE("the coverage line of a run with a state", "[report]") {
   CHECK_THAT(FormatCoverageLine(s), Catch::Contains("30 partly); full verification completed "));
   s.skipped = true;  // --min-interval prints its own line
   CHECK(FormatCoverageLine(s).empty());
+  // An ssh:// repository's: a share of its objects, in batches (their sizes are not known).
+  s.skipped = false;
+  s.unit_noun = "batch";
+  s.objects_total = 4100;
+  s.bytes_total = 0;
+  CHECK_THAT(FormatCoverageLine(s), Catch::StartsWith("coverage: 50.0% of 4,100 objects verified within 8d (0 of 30 "
+                                                      "batches, 30 partly); full verification completed "));
 }
 
 // Issue 17 item 5: strings from the repository and the command line are escaped when printed

@@ -190,6 +190,11 @@ Schedule MakeSchedule(const StateFile* state, const std::vector<UnitView>& units
   return s;
 }
 
+namespace {
+// What a unit weighs in the coverage: its bytes, or its live objects where its size is not known.
+uint64_t Weight(const UnitView& u) { return u.bytes ? u.bytes : u.objects; }
+}  // namespace
+
 report::RunSummary::Coverage ComputeCoverage(const StateFile& state, const std::vector<UnitView>& units,
                                              CheckLevel level, double now, double max_age_s,
                                              const SliceCounter& slice_objects, uint32_t slices_t) {
@@ -202,14 +207,14 @@ report::RunSummary::Coverage ComputeCoverage(const StateFile& state, const std::
   for (size_t i = 0; i < units.size(); ++i) {
     const UnitView& u = units[i];
     if (!u.on_disk) continue;
-    total += u.bytes;
+    total += Weight(u);
     const UnitRecord* r = CurrentRecord(&state, u);
     std::optional<UnitMark> m = r ? r->MarkFor(level) : std::nullopt;
     if (m) oldest = std::min(oldest, m->at);
     some_unmarked |= !m;
     if (m && Within(m->at, now, max_age_s)) {
       c.units_verified++;
-      verified += double(u.bytes);
+      verified += double(Weight(u));
       continue;
     }
     // Slices without a whole mark within the window: the share of the unit's live objects in
@@ -233,7 +238,7 @@ report::RunSummary::Coverage ComputeCoverage(const StateFile& state, const std::
     for (uint32_t k : fresh) done += counts[k - 1];
     // A unit without live objects has nothing but its framing: it counts by its slices.
     const double share = all ? double(done) / double(all) : double(fresh.size()) / r->slices_t;
-    verified += share * double(u.bytes);
+    verified += share * double(Weight(u));
   }
   c.ratio = total ? std::min(1.0, verified / double(total)) : 1.0;
   c.oldest_verified_at = some_unmarked || oldest == std::numeric_limits<double>::infinity() ? 0 : oldest;
@@ -410,9 +415,9 @@ namespace {
 // `reserve_s`: what the last run's finish and archive pass took (nullopt: nothing measured yet).
 std::string BudgetNote(double max_duration_s, const std::string& unit_noun, std::optional<double> reserve_s) {
   const std::string noun = unit_noun.empty() ? "unit" : unit_noun;
-  std::string note = fmt::format("the time budget ({}) counts the whole run: planning, the key, reading the {}s, the "
+  std::string note = fmt::format("the time budget ({}) counts the whole run: planning, the key, reading the {}, the "
                                  "finish and the archive pass; no {} starts once it is spent, those being read finish",
-                                 report::FormatDuration(max_duration_s), noun, noun);
+                                 report::FormatDuration(max_duration_s), report::UnitNouns(noun), noun);
   if (!reserve_s) {
     note += "; nothing has measured the finish and the archive pass yet, so this run's come on top of the budget "
             "(the next runs keep back what they take)";
@@ -455,8 +460,12 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
   const bool use_state = !opts_.state_dir.empty();
   for (const ReadUnit& u : plan.units) {
     UnitView v;
-    v.key = UnitKey(u.location);
+    v.key = u.state_key.empty() ? UnitKey(u.location) : u.state_key;
     v.bytes = u.bytes;
+    if (u.on_disk && !u.bytes) {
+      // A unit of no known size (a served batch) weighs in the coverage by its live objects.
+      (void)source_.ForEachLiveId(views_.size(), [&](const ChunkId&) { v.objects++; });
+    }
     v.on_disk = u.on_disk;
     if (u.on_disk) {
       total_bytes_ += u.bytes;

@@ -21,7 +21,7 @@
 // marks the unit once all t slices are done; a sample or an id selection marks nothing.
 //
 // Coverage (docs/nightly.md "Coverage"): the share of the repository's bytes verified within
-// --max-age. A unit with a mark within it counts whole; a unit with only some slices within it
+// --max-age (of its objects where the units' sizes are not known: an ssh:// repository). A unit with a mark within it counts whole; a unit with only some slices within it
 // counts by the share of its live objects in those slices (the source counts them: slices are
 // by chunk id, so a unit's share of slice k is what its objects say, not 1/t). A full
 // verification is a cycle (unit_state.h): it completes when every unit seen when it started
@@ -65,8 +65,10 @@ inline constexpr double kDefaultCheckpointS = 60;
 
 // One unit of the plan as the state sees it.
 struct UnitView {
-  std::string key;   // UnitKey(location)
+  std::string key;   // ReadUnit::state_key, else UnitKey(location)
   uint64_t bytes = 0;
+  uint64_t objects = 0;  // live objects of a unit of no known size (bytes 0: a served batch),
+                         // its weight in the coverage instead of its bytes
   bool on_disk = true;
   std::optional<UnitIdentity> identity;  // nullopt: could not be stat'ed (never marked)
 };

@@ -35,8 +35,10 @@
 //    "after_reading_s": {"data"|"crc": S}   (optional: how long the last finished run at that level
 //                       took after its reading: the finish and the archive pass; a time budget
 //                       keeps that much back for them, partial_run.h),
-//    "units": {"segment 12" | "pack <64 hex>": {
-//        "size": N, "mtime_ns": N, "inode": N, "ctime_ns": N,  the unit's identity (SameFile)
+//    "units": {"segment 12" | "pack <64 hex>" | "batch <64 hex>": {
+//        "size": N, "mtime_ns": N, "inode": N, "ctime_ns": N,  the unit's identity (SameFile;
+//                                  a served batch's: its object count, 0, its ids' digest, 0:
+//                                  repo/segment_log/served_source.h ServedBatchIdentity)
 //        "seen_at": <unix s>,                                  the first run that saw it so
 //        "data"|"crc": {"at": <unix s>, "done_at": <unix s>,   a whole verification
 //                       "result": "clean"|"warnings"|"errors", "how": "whole"|"slices"},

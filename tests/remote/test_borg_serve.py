@@ -37,6 +37,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 
 sys.dont_write_bytecode = True
@@ -234,6 +235,105 @@ class Partial(ServeTestCase):
         self.assertIn("from 1 of 1 batch", r.stdout, r)
 
 
+class ServedState(ServeTestCase):
+    """--state-dir, --max-duration, --max-age and --min-interval on an ssh:// repository: its
+    batches are cut where the ids say (repo/segment_log/served_source.h), named by their first id
+    and recognised by their ids, so later runs pick up where earlier ones stopped."""
+    # Batches of 4 objects on average (a fixture has dozens of objects, so several batches), and
+    # a time budget that starts exactly one batch per "second" (tests/cli/test_partial.py).
+    HOOKS = {"BORGCHECK_TEST_HOOKS": "only-for-borgcheck-tests", "BORGCHECK_TEST_SERVED_BATCH_OBJECTS": "4",
+             "BORGCHECK_TEST_BUDGET_S_PER_UNIT": "1"}
+
+    def setUp(self):
+        super().setUp()
+        self.state = tempfile.mkdtemp(prefix="borgcheck-state-")
+        self.addCleanup(shutil.rmtree, self.state, True)
+
+    def served(self, repo, args, env=None):
+        r = self.run_borgcheck(["--json", "--verify-data", "--repository-only", "--state-dir", self.state] + THREADS +
+                               list(args) + [self.url(repo)], self.env(dict(VERIFY, **self.HOOKS, **(env or {}))),
+                               timeout=120)
+        records = self.json_records(r)
+        return r, summary(records), records
+
+    def test_a_time_budget_resumes_and_goes_back_to_earlier_batches(self):
+        repo = self.copy("borg1/corrupt/mac-repokey")
+        local = self.run_borgcheck(["--json", "--verify-data", "--repository-only", repo], VERIFY)
+        first_r, first, _ = self.served(repo, ["--max-duration", "2s"])
+        self.assertEqual((first["stopped"], first["complete"]), ("time-budget", False), first)
+        batches = first["units_total"]
+        self.assertGreaterEqual(batches, 4, first)
+        self.assertEqual(first["coverage"]["units_verified"], 2, first)
+        self.assertEqual(first["coverage"]["units_never_verified"], batches - 2, first)
+        self.assertLess(first["coverage"]["ratio"], 1, first)
+        # Every batch is due, the two verified ones last: this run reads the others in plan order,
+        # then goes back to the first two (the gets posted ahead are forgotten and posted again).
+        second_r, second, records = self.served(repo, ["--max-duration", "%ds" % (batches + 5)])
+        self.assertEqual(second_r.rc, local.rc, second_r)
+        for k in ("objects_total", "objects_verified"):  # the MAC failure's object is not verified
+            self.assertEqual(second[k], summary(self.json_records(local))[k], second)
+        self.assertEqual(bad_ids(records), bad_ids(self.json_records(local)), second_r)
+        self.assertEqual(second["coverage"]["units_verified"], batches, second)
+        self.assertEqual(second["coverage"]["ratio"], 1, second)
+        self.assertIsNotNone(second["coverage"]["full_verification_at"], second)
+        # The state is kept per URL (StateFolderName's spelling of it).
+        self.assertEqual(second["coverage"]["state_file"],
+                         os.path.join(self.state, second["repository_id"],
+                                      "ssh%3A++tester%40serverhost" + repo.replace("/", "+"), "state.json"))
+
+    def test_a_borg2b5_repository_keeps_its_state_too(self):
+        if shutil.which("borg2") is None:
+            self.skipTest("borg2 is not installed (Debian package borgbackup2)")
+        repo = self.copy("borg2b5/repokey-chacha20-poly1305")
+        b5 = {"BORG_REMOTE_PATH": "borg2"}
+        r, first, _ = self.served(repo, ["--max-duration", "3s"], b5)
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual((first["format"], first["stopped"]), ("borg2-b5", "time-budget"), first)
+        batches = first["units_total"]
+        self.assertGreaterEqual(batches, 5, first)
+        self.assertEqual(first["coverage"]["units_verified"], 3, first)
+        r, rest, _ = self.served(repo, ["--max-age", "1d"], b5)
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual(rest["units_not_due"], 3, rest)
+        self.assertEqual(rest["coverage"]["units_verified"], batches, rest)
+        self.assertEqual(rest["coverage"]["ratio"], 1, rest)
+        self.assertEqual(first["objects_verified"] + rest["objects_verified"], rest["objects_total"], rest)
+
+    def test_max_age_and_min_interval_skip_what_was_verified(self):
+        repo = self.copy("borg1/v1.2.4/repos/repokey")
+        r, full, _ = self.served(repo, [])
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertTrue(full["complete"], full)
+        batches = full["units_total"]
+        self.assertGreaterEqual(batches, 4, full)
+        r, again, _ = self.served(repo, ["--max-age", "1d"])
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual((again["units_not_due"], again["objects_verified"]), (batches, 0), again)
+        self.assertEqual(again["coverage"]["ratio"], 1, again)
+        r, skipped, _ = self.served(repo, ["--min-interval", "1d"])
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual(skipped["verdict"], "skipped", skipped)
+        # A new backup: its objects are new batches at the end of the scan, and the batch that
+        # held the old manifest changes; the other batches keep their ids and stay verified.
+        data = os.path.join(self.tmp + "-server-home", "new-data")
+        os.mkdir(data)
+        with open(os.path.join(data, "file"), "wb") as f:
+            f.write(bytes(range(256)) * 4096)
+        subprocess.run([BORG, "create", repo + "::later", data], env=dict(os.environ, BORG_PASSPHRASE=cs.PASSPHRASE,
+                       BORG_BASE_DIR=self.server_home), check=True, capture_output=True)
+        r, later, _ = self.served(repo, ["--max-age", "1d"])
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertGreater(later["units_not_due"], 0, later)
+        self.assertGreater(later["objects_verified"], 0, later)
+        self.assertLess(later["objects_verified"], later["objects_total"], later)
+        self.assertEqual(later["coverage"]["ratio"], 1, later)
+        # Every batch on the server now has a mark (the new ones from the run just made), as a
+        # local repository's segments would: the full verification still vouches for them.
+        r, skipped, _ = self.served(repo, ["--min-interval", "1d"])
+        self.assert_rc(r, cs.EXIT_OK)
+        self.assertEqual(skipped["verdict"], "skipped", skipped)
+
+
 class Sessions(ServeTestCase):
     def test_several_sessions_give_the_same_verdict(self):
         # --remote-connections N: N borg serve sessions, each with its shared lock, the gets
@@ -419,8 +519,7 @@ class Errors(ServeTestCase):
         self.assertIn("borgcheck: ", r.stderr)
 
     def test_options_a_served_run_refuses(self):
-        for args in (["--remote-connections", "17"], ["--max-duration", "1h"], ["--state-dir", self.tmp],
-                     ["--sample", "1G"]):
+        for args in (["--remote-connections", "17"], ["--sample", "1G"]):
             with self.subTest(args=args):
                 r = self.run_borgcheck(args + [self.url("/x")], self.env())
                 self.assert_rc(r, cs.EXIT_COULD_NOT_RUN)

@@ -1,11 +1,15 @@
 #include "checker/repo/segment_log/served_source.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <string>
 #include <utility>
 
 #include <fmt/format.h>
+#include <xxhash.h>
+
+#include "checker/base/bytes.h"
 
 namespace borgcheck::repo {
 using engine::ObjectRef;
@@ -50,6 +54,46 @@ archive::FetchStatus FetchServed(io::ObjectService& service, const ChunkId& id, 
   return damaged(Stage::kIo, service.Lost().message());
 }
 
+std::vector<size_t> CutServedBatches(const std::vector<ChunkId>& order, size_t scanned, size_t mean) {
+  mean = std::max<size_t>(mean, 1);
+  const size_t max_objects = mean * kServedUnitMaxFactor;
+  // A cut after an id below 2^32 / mean (an id is uniform: probability 1 / mean).
+  const uint64_t below = (uint64_t{1} << 32) / mean;
+  std::vector<size_t> starts;
+  size_t start = 0;
+  for (size_t i = 0; i < order.size(); ++i) {
+    if (i == start) starts.push_back(start);
+    const ChunkId& id = order[i];
+    const uint64_t head = uint64_t(id[0]) << 24 | uint64_t(id[1]) << 16 | uint64_t(id[2]) << 8 | id[3];
+    if (head < below || i + 1 - start >= max_objects || i + 1 == scanned) start = i + 1;
+  }
+  return starts;
+}
+
+io::FileStat ServedBatchIdentity(const ChunkId* ids, size_t count) {
+  io::FileStat st;
+  st.type = io::EntryType::kRegular;
+  st.type_name = "served batch";
+  st.size = count;
+  XXH3_state_t* h = XXH3_createState();
+  if (h && XXH3_64bits_reset(h) == XXH_OK) {
+    for (size_t i = 0; i < count; ++i) XXH3_64bits_update(h, ids[i].data(), ids[i].size());
+    st.inode = XXH3_64bits_digest(h);
+  }
+  XXH3_freeState(h);
+  return st;
+}
+
+Result<io::FileStat> ServedSegmentSource::StatUnit(const engine::ReadUnit& unit) const {
+  size_t u = 0;
+  const char* end = unit.path.data() + unit.path.size();
+  const auto [at, ec] = std::from_chars(unit.path.data(), end, u);
+  if (ec != std::errc() || at != end || u + 1 >= unit_starts_.size()) {
+    return Status(StatusCode::kInternal, "no served batch " + unit.path);
+  }
+  return ServedBatchIdentity(order_.data() + unit_starts_[u], unit_starts_[u + 1] - unit_starts_[u]);
+}
+
 Status ServedSegmentSource::PlanServed(engine::Plan& plan) {
   if (Status s = service_.ListIds(sorted_ids_); !s.ok()) return s;
   std::sort(sorted_ids_.begin(), sorted_ids_.end());
@@ -89,17 +133,13 @@ Status ServedSegmentSource::PlanServed(engine::Plan& plan) {
     plan.notes.push_back("the server could not list its objects in on-disk order (" + *no_scan +
                          "): they are fetched in index order, which costs the server more seeks");
   }
-  for (size_t start = 0; start < order_.size();) {
-    // The scanned objects in runs of kServedUnitObjects, then those the scan missed.
-    const size_t end = start < scanned_ ? std::min(scanned_, start + kServedUnitObjects)
-                                        : std::min(order_.size(), start + kServedUnitObjects);
-    unit_starts_.push_back(start);
-    start = end;
-  }
+  unit_starts_ = CutServedBatches(order_, scanned_, batch_objects_);
   unit_starts_.push_back(order_.size());
   for (size_t u = 0; u + 1 < unit_starts_.size(); ++u) {
-    // No byte count is known before the gets: progress counts what arrives.
-    engine::ReadUnit r{Location::None(), fmt::format("objects {}..{}", unit_starts_[u], unit_starts_[u + 1]), 0};
+    // No byte count is known before the gets: progress counts what arrives. No location: the
+    // server places what it finds. The state names the batch by its first id.
+    engine::ReadUnit r{Location::None(), std::to_string(u), 0};
+    r.state_key = "batch " + ToHex(Bytes(order_[unit_starts_[u]].data(), order_[unit_starts_[u]].size()));
     plan.units.push_back(std::move(r));
   }
   if (scanned_ < order_.size()) {
@@ -130,7 +170,15 @@ bool ServedSegmentSource::ForEachLiveId(size_t unit, const std::function<void(co
 
 void ServedSegmentSource::ReadUnit(size_t index, engine::UnitSink& sink) {
   const size_t lo = unit_starts_[index], hi = unit_starts_[index + 1];
-  // Drops what was posted for objects before this unit (a partial run skipped units).
+  // Gets are posted ahead in plan order. A partial run may skip units (what was posted before
+  // this one is forgotten) or go back to an earlier one (its schedule: every post is forgotten
+  // and posting starts again here). Either way each wanted object of this unit is posted below.
+  if (lo < read_end_) {
+    for (const Posted& q : posted_) service_.Forget(q.ticket);
+    posted_.clear();
+    next_post_ = lo;
+  }
+  read_end_ = hi;
   while (!posted_.empty() && posted_.front().index < lo) {
     service_.Forget(posted_.front().ticket);
     posted_.pop_front();
