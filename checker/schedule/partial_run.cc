@@ -462,7 +462,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
     UnitView v;
     v.key = u.state_key.empty() ? UnitKey(u.location) : u.state_key;
     v.bytes = u.bytes;
-    if (u.on_disk && !u.bytes) {
+    if (u.on_disk && !u.bytes && !u.state_key.empty()) {
       // A unit of no known size (a served batch) weighs in the coverage by its live objects.
       (void)source_.ForEachLiveId(views_.size(), [&](const ChunkId&) { v.objects++; });
     }

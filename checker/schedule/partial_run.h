@@ -67,8 +67,8 @@ inline constexpr double kDefaultCheckpointS = 60;
 struct UnitView {
   std::string key;   // ReadUnit::state_key, else UnitKey(location)
   uint64_t bytes = 0;
-  uint64_t objects = 0;  // live objects of a unit of no known size (bytes 0: a served batch),
-                         // its weight in the coverage instead of its bytes
+  uint64_t objects = 0;  // live objects of a unit of no known size (a served batch: bytes 0,
+                         // a state_key), its weight in the coverage instead of its bytes
   bool on_disk = true;
   std::optional<UnitIdentity> identity;  // nullopt: could not be stat'ed (never marked)
 };

@@ -304,6 +304,8 @@ class ServedState(ServeTestCase):
         r, full, _ = self.served(repo, [])
         self.assert_rc(r, cs.EXIT_OK)
         self.assertTrue(full["complete"], full)
+        # What a mark vouches for is weaker than locally (docs/remote.md): every run with a state says so.
+        self.assertTrue(any("marks of an ssh:// repository follow its object ids" in n for n in full["notes"]), full)
         batches = full["units_total"]
         self.assertGreaterEqual(batches, 4, full)
         r, again, _ = self.served(repo, ["--max-age", "1d"])

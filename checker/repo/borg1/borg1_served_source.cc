@@ -32,7 +32,7 @@ constexpr size_t kModeProbes = 16;  // objects asked for the mode when the manif
 class Borg1ServedSource final : public ServedSegmentSource {
  public:
   Borg1ServedSource(const engine::CheckOptions& opts, io::ObjectService& service, const io::ServedRepository& repo)
-      : ServedSegmentSource(service, repo, kBorg1ServedPayload, opts.test_served_batch_objects), opts_(opts), verify_data_(opts.verify_data) {}
+      : ServedSegmentSource(service, repo, kBorg1ServedPayload, opts), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;

@@ -36,7 +36,7 @@ void WipeString(std::string& s) {
 class Borg2b5ServedSource final : public ServedSegmentSource {
  public:
   Borg2b5ServedSource(const engine::CheckOptions& opts, io::ObjectService& service, const io::ServedRepository& repo)
-      : ServedSegmentSource(service, repo, kBorg2b5ServedPayload, opts.test_served_batch_objects), opts_(opts), verify_data_(opts.verify_data) {}
+      : ServedSegmentSource(service, repo, kBorg2b5ServedPayload, opts), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override;

@@ -129,6 +129,13 @@ Status ServedSegmentSource::PlanServed(engine::Plan& plan) {
   plan.live_list_source = "server";
   plan.objects_total = sorted_ids_.size();
   plan.in_order = true;
+  if (uses_state_) {
+    plan.notes.push_back(
+        "the state's marks of an ssh:// repository follow its object ids, not the server's segment files (borg serve "
+        "does not say where an object is): objects that borg compact moved unchanged keep the mark of their first "
+        "verification, though this run's schedule did not read their new copy; a run without --max-age and "
+        "--min-interval reads every object");
+  }
   if (no_scan) {
     plan.notes.push_back("the server could not list its objects in on-disk order (" + *no_scan +
                          "): they are fetched in index order, which costs the server more seeks");

@@ -12,6 +12,8 @@
 //     chunker cuts a file), so a later run cuts the same batches around what changed (a new
 //     backup, a compacted segment) and its state (schedule/unit_state.h) recognises the rest:
 //     a batch's name is its first id, its identity its object count and a digest of its ids.
+//     Neither says where the server keeps the objects (borg serve does not tell): objects that
+//     borg compact moved unchanged keep their batch and its mark. A run with a state says so.
 //   - ReadUnit: gets pipelined across units (kServedGetsAhead in flight; the service bounds the
 //     bytes of unread replies), each payload handed over as one object; the server's
 //     IntegrityError and ObjectNotFound become the object's findings. Units may come in any
@@ -79,11 +81,12 @@ std::optional<size_t> FindSorted(const std::vector<ChunkId>& sorted, const Chunk
 
 class ServedSegmentSource : public engine::ObjectSource {
  public:
-  // `batch_objects`: the batches' mean size (0: kServedUnitObjects; tests make it small).
+  // The batches' mean size is kServedUnitObjects, or the test hook's (check_options.h).
   ServedSegmentSource(io::ObjectService& service, const io::ServedRepository& repo, uint8_t payload_variant,
-                      size_t batch_objects = 0)
+                      const engine::CheckOptions& options)
       : service_(service), repo_(repo), payload_variant_(payload_variant),
-        batch_objects_(batch_objects ? batch_objects : kServedUnitObjects) {}
+        batch_objects_(options.test_served_batch_objects ? options.test_served_batch_objects : kServedUnitObjects),
+        uses_state_(!options.state_dir.empty()) {}
 
   void ReadUnit(size_t index, engine::UnitSink& sink) final;
   io::SecondRead ReadAgain(const engine::ReadUnit& unit, uint64_t offset, Bytes first,
@@ -123,6 +126,7 @@ class ServedSegmentSource : public engine::ObjectSource {
  private:
   const uint8_t payload_variant_;
   const size_t batch_objects_;
+  const bool uses_state_;  // a partial run's state is read (its marks follow ids: PlanServed's note)
   // The pipeline (main thread, ReadUnit): gets posted ahead of the reader, in order_.
   struct Posted {
     size_t index;
