@@ -17,6 +17,8 @@
 #include <climits>
 #include <cstring>
 
+#include "checker/crypto/hkdf.h"
+
 namespace borgcheck::crypto {
 namespace {
 
@@ -26,26 +28,6 @@ std::string DomainFor(AeadSuite suite) {
   std::string d(kSessionKeyDomain);
   d += AeadSuiteName(suite);
   return d;
-}
-
-bool HkdfSha512(Bytes ikm, Bytes salt, std::string_view info, uint8_t* out, size_t out_len) {
-  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  if (kdf == nullptr) return false;
-  EVP_KDF_CTX* ctx = EVP_KDF_CTX_new(kdf);
-  EVP_KDF_free(kdf);
-  if (ctx == nullptr) return false;
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>("SHA512"), 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(ikm.data()),
-                                        ikm.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt.data()),
-                                        salt.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()),
-                                        info.size()),
-      OSSL_PARAM_construct_end()};
-  bool ok = EVP_KDF_derive(ctx, out, out_len, params) == 1;
-  EVP_KDF_CTX_free(ctx);
-  return ok;
 }
 
 bool Sha256Concat(std::initializer_list<Bytes> parts, uint8_t out[32]) {

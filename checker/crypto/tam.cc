@@ -22,6 +22,7 @@
 
 #include "checker/base/msgpack_util.h"
 #include "checker/base/secure_bytes.h"
+#include "checker/crypto/hkdf.h"
 
 namespace borgcheck::crypto {
 namespace {
@@ -35,25 +36,6 @@ using msgpack_util::AsRaw;
 using msgpack_util::Find;  // the last match wins, as in borg's Python dict
 
 TamResult Malformed(std::string msg) { return {TamOutcome::kMalformed, std::move(msg)}; }
-
-// RFC 5869 HKDF-SHA512, one 64-byte block.
-bool HkdfSha512(Bytes ikm, Bytes salt, std::string_view info, uint8_t out[64]) {
-  EVP_KDF* kdf = EVP_KDF_fetch(nullptr, "HKDF", nullptr);
-  EVP_KDF_CTX* ctx = kdf ? EVP_KDF_CTX_new(kdf) : nullptr;
-  OSSL_PARAM params[] = {
-      OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, const_cast<char*>("SHA512"), 0),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_KEY, const_cast<uint8_t*>(ikm.data()),
-                                        ikm.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_SALT, const_cast<uint8_t*>(salt.data()),
-                                        salt.size()),
-      OSSL_PARAM_construct_octet_string(OSSL_KDF_PARAM_INFO, const_cast<char*>(info.data()),
-                                        info.size()),
-      OSSL_PARAM_construct_end()};
-  const bool ok = ctx != nullptr && EVP_KDF_derive(ctx, out, 64, params) == 1;
-  EVP_KDF_CTX_free(ctx);
-  EVP_KDF_free(kdf);
-  return ok;
-}
 
 }  // namespace
 
@@ -122,7 +104,7 @@ TamResult VerifyTamWithIkm(Bytes manifest_plaintext, std::optional<Bytes> ikm, s
   } else {
     tam_key = SecureBytes(size_t{64});
     const std::string info = std::string(kInfoPrefix) + what;
-    if (!HkdfSha512(*ikm, salt, info, tam_key.data())) {
+    if (!HkdfSha512(*ikm, salt, info, tam_key.data(), tam_key.size())) {
       return Malformed("internal error: HKDF-SHA512 failed in OpenSSL");
     }
   }
