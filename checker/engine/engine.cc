@@ -727,7 +727,7 @@ void Engine::EndShard(CheckOutcome& out, double started_unix, std::chrono::stead
   sum.plaintext_bytes = r.plaintext_bytes;
   const std::vector<uint8_t> read = schedule_.UnitsRead();
   for (size_t u = 0; u < plan_.units.size(); ++u) {
-    if (u < read.size() && read[u]) r.units.push_back(UnitKey(plan_.units[u].location));
+    if (u < read.size() && read[u]) r.units.push_back(UnitKey(plan_.units[u]));
   }
   std::vector<ObjectVerifier*> verifiers;
   for (WorkerState& w : workers_) verifiers.push_back(w.verifier.get());

@@ -54,9 +54,17 @@ struct ReadUnit {
   uint64_t bytes = 0;         // the bytes that belong to the check (progress)
   bool on_disk = true;        // false: the plan knows it should exist and it does not (its
                               // ReadUnit reports the loss); not counted in the summary's units
-  std::string state_key = {}; // a partial run's name of the unit where the location names none
-                              // (a served batch: "batch <first id>"); empty: UnitKey(location)
+  std::string state_key = {};  // the name UnitKey gives the unit where the location names none
+                               // (a served batch: "batch <first id>")
 };
+
+// The name of a unit in a shard record and the state file: "segment 12", "pack <64 hex>", or
+// its state_key ("batch <64 hex>").
+inline std::string UnitKey(const ReadUnit& u) {
+  if (!u.state_key.empty()) return u.state_key;
+  if (u.location.segment) return "segment " + std::to_string(*u.location.segment);
+  return u.location.item;
+}
 
 struct Plan {
   std::vector<ReadUnit> units;  // in read order

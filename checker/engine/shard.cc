@@ -23,7 +23,7 @@ std::string PlanFingerprint(const Plan& plan) {
   add(std::to_string(plan.objects_total));
   add(plan.live_list_source);
   for (const ReadUnit& u : plan.units) {
-    add(UnitKey(u.location));
+    add(UnitKey(u));
     add(std::to_string(u.bytes));
     add(u.on_disk ? "1" : "0");
   }

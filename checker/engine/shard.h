@@ -31,12 +31,6 @@ namespace borgcheck::engine {
 // The version of the evidence and of the shard record: a merge refuses shards of another.
 inline constexpr int kShardRecordVersion = 1;
 
-// The name of a unit in a shard record and the state file: "segment 12", "pack <64 hex>".
-inline std::string UnitKey(const report::Location& where) {
-  if (where.segment) return "segment " + std::to_string(*where.segment);
-  return where.item;
-}
-
 // What one shard did, as its record says (JSON: ShardRecordJson, docs/json.md "shard").
 struct ShardResult {
   uint32_t k = 0, n = 0;              // shard k of n, 1-based

@@ -118,7 +118,6 @@ SliceCounter SliceCounterOf(const ObjectSource& source) {
   };
 }
 
-std::string UnitKey(const report::Location& where) { return engine::UnitKey(where); }
 
 UnitResult ResultOf(uint64_t errors, uint64_t warnings) {
   return errors ? UnitResult::kErrors : warnings ? UnitResult::kWarnings : UnitResult::kClean;
@@ -460,7 +459,7 @@ Result<bool> PartialRun::Prepare(const Plan& plan, ObjectFilter& filter, report:
   const bool use_state = !opts_.state_dir.empty();
   for (const ReadUnit& u : plan.units) {
     UnitView v;
-    v.key = u.state_key.empty() ? UnitKey(u.location) : u.state_key;
+    v.key = engine::UnitKey(u);
     v.bytes = u.bytes;
     if (u.on_disk && !u.bytes && !u.state_key.empty()) {
       // A unit of no known size (a served batch) weighs in the coverage by its live objects.

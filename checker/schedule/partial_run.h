@@ -65,7 +65,7 @@ inline constexpr double kDefaultCheckpointS = 60;
 
 // One unit of the plan as the state sees it.
 struct UnitView {
-  std::string key;   // ReadUnit::state_key, else UnitKey(location)
+  std::string key;   // engine::UnitKey of the plan's unit
   uint64_t bytes = 0;
   uint64_t objects = 0;  // live objects of a unit of no known size (a served batch: bytes 0,
                          // a state_key), its weight in the coverage instead of its bytes
@@ -73,8 +73,6 @@ struct UnitView {
   std::optional<UnitIdentity> identity;  // nullopt: could not be stat'ed (never marked)
 };
 
-// "segment 12", "pack <64 hex>": the state's name of a unit.
-std::string UnitKey(const report::Location& where);
 
 struct ScheduleOptions {
   CheckLevel level = CheckLevel::kData;
