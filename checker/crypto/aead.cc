@@ -7,11 +7,8 @@
 // Session keys are derived once per session id and cached per opener.
 #include "checker/crypto/aead.h"
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/kdf.h>
-#include <openssl/params.h>
 
 #include <algorithm>
 #include <climits>

@@ -9,11 +9,8 @@
 //   3. Zero those 64 bytes in a copy, derive the key, compare HMAC-SHA512 in constant time.
 #include "checker/crypto/tam.h"
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
-#include <openssl/kdf.h>
-#include <openssl/params.h>
 
 #include <algorithm>
 #include <cstring>

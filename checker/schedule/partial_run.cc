@@ -118,7 +118,6 @@ SliceCounter SliceCounterOf(const ObjectSource& source) {
   };
 }
 
-
 UnitResult ResultOf(uint64_t errors, uint64_t warnings) {
   return errors ? UnitResult::kErrors : warnings ? UnitResult::kWarnings : UnitResult::kClean;
 }

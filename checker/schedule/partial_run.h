@@ -73,7 +73,6 @@ struct UnitView {
   std::optional<UnitIdentity> identity;  // nullopt: could not be stat'ed (never marked)
 };
 
-
 struct ScheduleOptions {
   CheckLevel level = CheckLevel::kData;
   double now = 0;

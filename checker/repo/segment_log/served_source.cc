@@ -133,8 +133,8 @@ Status ServedSegmentSource::PlanServed(engine::Plan& plan) {
     plan.notes.push_back(
         "the state's marks of an ssh:// repository follow its object ids, not the server's segment files (borg serve "
         "does not say where an object is): objects that borg compact moved unchanged keep the mark of their first "
-        "verification, though this run's schedule did not read their new copy; a run without --max-age and "
-        "--min-interval reads every object");
+        "verification, though this run's schedule did not read their new copy (--max-age reads a batch again once "
+        "its mark is older; a run without --max-age and --min-interval skips no batch for its mark)");
   }
   if (no_scan) {
     plan.notes.push_back("the server could not list its objects in on-disk order (" + *no_scan +
