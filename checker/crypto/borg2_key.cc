@@ -527,4 +527,10 @@ Result<std::optional<LaneHash>> MakeBorg2IdLaneHash(Borg2IdHash kind, Bytes id_k
   return std::optional<LaneHash>();
 }
 
+std::optional<LaneHash> Borg2IdLanesOrNone(Borg2IdHash kind, Bytes id_key) {
+  Result<std::optional<LaneHash>> h = MakeBorg2IdLaneHash(kind, id_key);
+  if (!h.ok()) return std::nullopt;
+  return std::move(h).value();
+}
+
 }  // namespace borgcheck::crypto

@@ -173,5 +173,9 @@ class Borg2IdHasher {
 // the BLAKE3 ids, which have no lanes (Borg2IdHasher computes them). Borg2IdHasher's key checks
 // (kInvalidArgument), or kInternal from OpenSSL.
 Result<std::optional<LaneHash>> MakeBorg2IdLaneHash(Borg2IdHash kind, Bytes id_key);
+// A run's id lanes as every borg 2 source keeps them: made at the end of a successful LoadKey
+// (the main thread, before any verifier exists), then const. None for the BLAKE3 ids and where
+// MakeBorg2IdLaneHash refuses: each object is then hashed alone, as without lanes.
+std::optional<LaneHash> Borg2IdLanesOrNone(Borg2IdHash kind, Bytes id_key);
 
 }  // namespace borgcheck::crypto

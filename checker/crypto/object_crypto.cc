@@ -182,6 +182,45 @@ struct ObjectOpener::Impl {
     return Status::Ok();
   }
 
+  // An AES-mode object's parts: the MAC, what it covers (IV || ciphertext), the IV, the ciphertext.
+  struct Envelope {
+    Bytes stored_mac, mac_message, iv, ct;
+  };
+  // What both openers check before any MAC (review w3 D7: the two copies could drift): the
+  // opener's status, the TYPE byte (the MAC does not cover it) and the envelope's length. For a
+  // mode without encryption `payload` is the object after its TYPE byte and nothing more is to
+  // be done; for an AES mode `e` holds the parts.
+  OpenResult SplitEnvelope(Bytes obj, Bytes& payload, Envelope& e) const {
+    if (!status.ok()) return {OpenOutcome::kBadEnvelope, "internal error: " + status.message()};
+    if (obj.empty()) return {OpenOutcome::kBadEnvelope, "Object too short: 0 bytes, no TYPE byte"};
+    if (!AcceptsTypeByte(mode, obj[0])) {
+      return {OpenOutcome::kBadEnvelope, IsAuthenticatedOnly(mode) ? "Invalid envelope" : "Invalid encryption envelope"};
+    }
+    if (!IsEncrypted(mode)) {
+      payload = obj.subspan(1);
+      return {};
+    }
+    if (obj.size() < kAesHeaderSize) {
+      return {OpenOutcome::kBadEnvelope, "Object too short: " + std::to_string(obj.size()) +
+                                             " bytes, the encryption envelope needs at least 41"};
+    }
+    e.stored_mac = obj.subspan(1, kMacSize);
+    e.mac_message = obj.subspan(1 + kMacSize);
+    e.iv = obj.subspan(1 + kMacSize, kIvSize);
+    e.ct = obj.subspan(kAesHeaderSize);
+    return {};
+  }
+
+  // Decrypts the envelope's ciphertext into `scratch`: `payload` is the plaintext.
+  OpenResult DecryptInto(const Envelope& e, ByteBuffer& scratch, Bytes& payload) {
+    scratch.Resize(e.ct.size());
+    if (!e.ct.empty() && !Decrypt(e.iv, e.ct, scratch.data())) {
+      return {OpenOutcome::kBadEnvelope, "internal error: AES-256-CTR decryption failed"};
+    }
+    payload = Bytes(scratch.data(), e.ct.size());
+    return {};
+  }
+
   bool Mac(Bytes msg, uint8_t out[kMacSize]) {
     return UsesBlake2(mode) ? blake2.Compute(msg, out) : hmac.Compute(msg, out, kMacSize);
   }
@@ -220,72 +259,26 @@ const Status& ObjectOpener::status() const { return impl_->status; }
 OpenResult ObjectOpener::Open(Bytes obj, ByteBuffer& scratch, Bytes& payload) {
   Impl& im = *impl_;
   payload = Bytes();
-  if (!im.status.ok()) {
-    return {OpenOutcome::kBadEnvelope, "internal error: " + im.status.message()};
-  }
-  if (obj.empty()) return {OpenOutcome::kBadEnvelope, "Object too short: 0 bytes, no TYPE byte"};
-  // The MAC does not cover the TYPE byte, so it must be checked on its own.
-  if (!AcceptsTypeByte(im.mode, obj[0])) {
-    return {OpenOutcome::kBadEnvelope,
-            IsAuthenticatedOnly(im.mode) ? "Invalid envelope" : "Invalid encryption envelope"};
-  }
-  if (!IsEncrypted(im.mode)) {
-    payload = obj.subspan(1);
-    return {};
-  }
-  if (obj.size() < kAesHeaderSize) {
-    return {OpenOutcome::kBadEnvelope, "Object too short: " + std::to_string(obj.size()) +
-                                           " bytes, the encryption envelope needs at least 41"};
-  }
-  const Bytes stored_mac = obj.subspan(1, kMacSize);
-  const Bytes iv = obj.subspan(1 + kMacSize, kIvSize);
-  const Bytes ct = obj.subspan(kAesHeaderSize);
-
+  Impl::Envelope e;
+  OpenResult r = im.SplitEnvelope(obj, payload, e);
+  if (r.outcome != OpenOutcome::kOk || !IsEncrypted(im.mode)) return r;
   // Encrypt-then-MAC: authenticate IV || ciphertext before decrypting anything.
   uint8_t mac[kMacSize];
-  if (!im.Mac(obj.subspan(1 + kMacSize), mac)) {
-    return {OpenOutcome::kBadEnvelope, "internal error: MAC computation failed"};
-  }
-  if (!MacMatches(mac, stored_mac)) return {OpenOutcome::kBadMac, "MAC Authentication failed"};
-
-  scratch.Resize(ct.size());
-  if (!ct.empty() && !im.Decrypt(iv, ct, scratch.data())) {
-    return {OpenOutcome::kBadEnvelope, "internal error: AES-256-CTR decryption failed"};
-  }
-  payload = Bytes(scratch.data(), ct.size());
-  return {};
+  if (!im.Mac(e.mac_message, mac)) return {OpenOutcome::kBadEnvelope, "internal error: MAC computation failed"};
+  if (!MacMatches(mac, e.stored_mac)) return {OpenOutcome::kBadMac, "MAC Authentication failed"};
+  return im.DecryptInto(e, scratch, payload);
 }
 
 OpenResult ObjectOpener::OpenDeferringMac(Bytes obj, ByteBuffer& scratch, Bytes& payload, Bytes& mac_message,
                                           Bytes& stored_mac) {
   Impl& im = *impl_;
   payload = mac_message = stored_mac = Bytes();
-  if (!im.status.ok()) {
-    return {OpenOutcome::kBadEnvelope, "internal error: " + im.status.message()};
-  }
-  if (obj.empty()) return {OpenOutcome::kBadEnvelope, "Object too short: 0 bytes, no TYPE byte"};
-  if (!AcceptsTypeByte(im.mode, obj[0])) {
-    return {OpenOutcome::kBadEnvelope,
-            IsAuthenticatedOnly(im.mode) ? "Invalid envelope" : "Invalid encryption envelope"};
-  }
-  if (!IsEncrypted(im.mode)) {
-    payload = obj.subspan(1);
-    return {};
-  }
-  if (obj.size() < kAesHeaderSize) {
-    return {OpenOutcome::kBadEnvelope, "Object too short: " + std::to_string(obj.size()) +
-                                           " bytes, the encryption envelope needs at least 41"};
-  }
-  stored_mac = obj.subspan(1, kMacSize);
-  mac_message = obj.subspan(1 + kMacSize);
-  const Bytes iv = obj.subspan(1 + kMacSize, kIvSize);
-  const Bytes ct = obj.subspan(kAesHeaderSize);
-  scratch.Resize(ct.size());
-  if (!ct.empty() && !im.Decrypt(iv, ct, scratch.data())) {
-    return {OpenOutcome::kBadEnvelope, "internal error: AES-256-CTR decryption failed"};
-  }
-  payload = Bytes(scratch.data(), ct.size());
-  return {};
+  Impl::Envelope e;
+  OpenResult r = im.SplitEnvelope(obj, payload, e);
+  if (r.outcome != OpenOutcome::kOk || !IsEncrypted(im.mode)) return r;
+  stored_mac = e.stored_mac;
+  mac_message = e.mac_message;
+  return im.DecryptInto(e, scratch, payload);
 }
 
 bool MacMatches(const uint8_t computed[32], Bytes stored_mac) {
@@ -320,6 +313,12 @@ Result<Borg1LaneHashes> MakeBorg1LaneHashes(KeyMode mode, const KeyMaterial* key
     h.id = std::move(id).value();
   }
   return h;
+}
+
+std::optional<Borg1LaneHashes> Borg1LanesOrNone(KeyMode mode, const KeyMaterial* key) {
+  Result<Borg1LaneHashes> h = MakeBorg1LaneHashes(mode, key);
+  if (!h.ok()) return std::nullopt;
+  return std::move(h).value();
 }
 
 // ---------------------------------------------------------------------------------------------

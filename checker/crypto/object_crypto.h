@@ -113,5 +113,10 @@ struct Borg1LaneHashes {
   std::optional<LaneHash> id;
 };
 Result<Borg1LaneHashes> MakeBorg1LaneHashes(KeyMode mode, const KeyMaterial* key);
+// A run's lanes as every borg 1.x source keeps them: made at the end of a successful LoadKey
+// (the main thread, before any verifier exists), then const. None where MakeBorg1LaneHashes
+// refuses: each object is then hashed alone, as without lanes (and a verifier given that key
+// refuses it too).
+std::optional<Borg1LaneHashes> Borg1LanesOrNone(KeyMode mode, const KeyMaterial* key);
 
 }  // namespace borgcheck::crypto

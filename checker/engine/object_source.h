@@ -131,6 +131,17 @@ class UnitSink {
   virtual bool Stopping() const = 0;
 };
 
+// The manifest as read again for FinishContext::RecheckManifest.
+struct ManifestAgain {
+  report::Location where;  // where the object's and its TAM's findings are placed
+  ChunkId id{};            // the id they name
+  bool unit_read = false;  // this run read the manifest's unit: its object's failures are reported
+  // Why it could not be read again (reported only where its unit was not read), or nullopt.
+  std::optional<report::Finding> unreadable = std::nullopt;
+  Bytes stored = {};   // its stored bytes as read again (when readable)
+  ObjectRef ref = {};  // as the verifier wants them
+};
+
 // What Finish may touch. Verifiers: one per worker, as MakeVerifier made them (a source may
 // downcast to its own type to collect what they saw, such as 2.0.0b5's session keys).
 struct FinishContext {
@@ -151,6 +162,30 @@ struct FinishContext {
   // (its TAM): it no longer counts as verified. The one rule of every generation.
   void ManifestFailedLater() {
     if (summary.objects_verified) summary.objects_verified--;
+  }
+  // The manifest's second look, one flow for the generations whose manifest is an object among
+  // the others (borg 1.x and 2.0.0b5, local and served): the workers verified it where its unit
+  // was read, but its plaintext is needed once more for the TAM, so the source reads it again
+  // and this verifies it again with `verifier` (a verifier of its own, main thread; null when
+  // none could be made: nothing more is checked) and asks `tam_problem` about the plaintext
+  // (nullopt: passes or none is required; else the finding's message). The read's and the
+  // object's failures are reported here only where its unit was not read (a partial run);
+  // a TAM problem always, and the manifest then no longer counts as verified.
+  void RecheckManifest(const ManifestAgain& m, ObjectVerifier* verifier,
+                       const std::function<std::optional<std::string>(Bytes plaintext)>& tam_problem) {
+    if (m.unreadable) {
+      if (!m.unit_read) findings.Add(*m.unreadable);
+      return;
+    }
+    if (!verifier) return;
+    if (std::optional<Verdict> fail = verifier->Verify(m.stored, m.ref)) {
+      if (!m.unit_read) findings.Add(report::MakeFinding(fail->severity, fail->stage, m.where, &m.id, fail->message));
+      return;
+    }
+    std::optional<std::string> why = tam_problem(verifier->plaintext());
+    if (!why) return;
+    findings.Add(report::MakeFinding(report::Severity::kError, report::Stage::kAuthentication, m.where, &m.id, *why));
+    ManifestFailedLater();
   }
 };
 

@@ -15,6 +15,7 @@
 #include "checker/repo/borg1/borg1_key.h"
 #include "checker/repo/borg1/borg1_verifier.h"
 #include "checker/repo/chunk_id.h"
+#include "checker/repo/key_type_probe.h"
 #include "checker/repo/segment_log/served_source.h"
 
 namespace borgcheck::repo {
@@ -27,7 +28,6 @@ using report::Stage;
 
 namespace {
 
-constexpr size_t kModeProbes = 16;  // objects asked for the mode when the manifest cannot tell
 
 class Borg1ServedSource final : public ServedSegmentSource {
  public:
@@ -35,7 +35,11 @@ class Borg1ServedSource final : public ServedSegmentSource {
       : ServedSegmentSource(service, repo, kBorg1ServedPayload, opts), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
-  Status LoadKey(engine::Plan& plan) override;
+  Status LoadKey(engine::Plan& plan) override {
+    Status s = ProbeModeAndLoadKey(plan);
+    if (s.ok() && opts_.hash_lanes) lane_hashes_ = crypto::Borg1LanesOrNone(mode_, key_ ? &*key_ : nullptr);
+    return s;
+  }
   void FallBackToKeyless() override {
     verify_data_ = false;
     mode_known_ = false;
@@ -52,6 +56,8 @@ class Borg1ServedSource final : public ServedSegmentSource {
   bool HasArchives() const override { return true; }
 
  private:
+  // The mode probe and the key (LoadKey's part before the lanes).
+  Status ProbeModeAndLoadKey(engine::Plan& plan);
   void CheckManifest(engine::FinishContext& ctx) const;
 
   const engine::CheckOptions& opts_;
@@ -61,8 +67,7 @@ class Borg1ServedSource final : public ServedSegmentSource {
   crypto::KeyMode mode_ = crypto::KeyMode::kNone;
   bool mode_known_ = false;
   std::optional<crypto::KeyMaterial> key_;
-  mutable std::optional<crypto::Borg1LaneHashes> lane_hashes_;  // as Borg1Source's
-  mutable bool lane_hashes_made_ = false;
+  std::optional<crypto::Borg1LaneHashes> lane_hashes_;  // as Borg1Source's: made by LoadKey
 };
 
 Result<engine::Plan> Borg1ServedSource::MakePlan() {
@@ -78,21 +83,27 @@ Result<engine::Plan> Borg1ServedSource::MakePlan() {
   return plan;
 }
 
-Status Borg1ServedSource::LoadKey(engine::Plan& plan) {
-  // The manifest's TYPE byte names the mode (as borg does); without one, the first objects'.
-  std::vector<ChunkId> candidates;
-  if (has_manifest_) candidates.push_back(ChunkId{});
-  for (size_t i = 0; i < order_.size() && candidates.size() < kModeProbes; ++i) candidates.push_back(order_[i]);
-  std::optional<crypto::KeyMode> mode;
+Status Borg1ServedSource::ProbeModeAndLoadKey(engine::Plan& plan) {
+  // The manifest's TYPE byte names the mode (as borg does); without a known one, the first
+  // known of the other objects' (KeyTypeProbe, as locally).
+  KeyTypeProbe probe(KeyTypeRule::kFirstKnown, [](uint8_t t) { return crypto::KeyModeFromTypeByte(t).has_value(); });
   ByteBuffer payload;
-  for (const ChunkId& id : candidates) {
+  std::optional<Status> ended;  // the connection was lost or a stop signal came
+  auto type_of = [&](const ChunkId& id) -> std::optional<uint8_t> {
     const io::GetReply r = GetNow(id, payload);
-    if (r.outcome == io::GetOutcome::kLost) return service_.Lost();
-    if (r.outcome == io::GetOutcome::kInterrupted) return Status(StatusCode::kInterrupted, r.message);
-    if (r.outcome != io::GetOutcome::kOk || payload.size() == 0) continue;
-    mode = crypto::KeyModeFromTypeByte(payload.data()[0]);
-    if (mode) break;
+    if (r.outcome == io::GetOutcome::kLost) ended = service_.Lost();
+    if (r.outcome == io::GetOutcome::kInterrupted) ended = Status(StatusCode::kInterrupted, r.message);
+    if (r.outcome != io::GetOutcome::kOk || payload.size() == 0) return std::nullopt;
+    return payload.data()[0];
+  };
+  if (has_manifest_) probe.Manifest(type_of(ChunkId{}));
+  for (size_t i = 0; i < order_.size() && !probe.Settled() && !ended; ++i) {
+    if (!IsManifestId(order_[i])) probe.Sample(type_of(order_[i]));
   }
+  if (ended) return *ended;
+  std::vector<std::string> no_notes;  // the rule writes none
+  const std::optional<uint8_t> chosen = probe.Choose(no_notes);
+  const std::optional<crypto::KeyMode> mode = chosen ? crypto::KeyModeFromTypeByte(*chosen) : std::nullopt;
   mode_known_ = true;
   if (!mode) {
     if (order_.empty()) return Status::Ok();  // nothing to decrypt
@@ -121,13 +132,6 @@ Status Borg1ServedSource::LoadKey(engine::Plan& plan) {
 }
 
 Result<std::unique_ptr<engine::ObjectVerifier>> Borg1ServedSource::MakeVerifier() const {
-  if (!lane_hashes_made_) {
-    lane_hashes_made_ = true;
-    if (verify_data_ && opts_.hash_lanes && mode_known_) {
-      Result<crypto::Borg1LaneHashes> h = crypto::MakeBorg1LaneHashes(mode_, key_ ? &*key_ : nullptr);
-      if (h.ok()) lane_hashes_ = std::move(h).value();
-    }
-  }
   auto v = std::make_unique<Borg1Verifier>(verify_data_, mode_, key_ ? &*key_ : nullptr,
                                            lane_hashes_ ? &*lane_hashes_ : nullptr);
   if (Status s = v->status(); !s.ok()) return Status(StatusCode::kInternal, s.message());
@@ -140,33 +144,12 @@ void Borg1ServedSource::CheckManifest(engine::FinishContext& ctx) const {
     ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero, kNoManifestMessage));
     return;
   }
-  // Where the manifest was read this run, its own finding says why it failed; fetched again
-  // here for its TAM.
-  const std::optional<size_t> unit = UnitOf(zero);
-  const bool unit_read = unit && ctx.UnitRead(*unit);
+  // Fetched again for its TAM (FinishContext::RecheckManifest).
   ByteBuffer payload;
-  const io::GetReply r = GetNow(zero, payload);
-  if (r.outcome != io::GetOutcome::kOk) {
-    if (!unit_read) {
-      ctx.findings.Add(MakeFinding(Severity::kError, r.outcome == io::GetOutcome::kIntegrity ? Stage::kEntryCrc : Stage::kIo,
-                                   ServerLocation(r), &zero, "the manifest cannot be fetched: " + r.message));
-    }
-    return;
-  }
+  const engine::ManifestAgain again = FetchManifestAgain(ctx, payload);
   Borg1Verifier v(true, mode_, key_ ? &*key_ : nullptr);
-  if (!v.status().ok()) return;
-  ObjectRef ref;
-  ref.id = zero;
-  ref.size = uint32_t(payload.size());
-  ref.variant = kBorg1ServedPayload;
-  if (std::optional<engine::Verdict> fail = v.Verify(payload.view(), ref)) {
-    if (!unit_read) ctx.findings.Add(MakeFinding(fail->severity, fail->stage, Location::None(), &zero, fail->message));
-    return;
-  }
-  std::optional<std::string> why = Borg1ManifestTamProblem(v.plaintext(), mode_, key_ ? &*key_ : nullptr);
-  if (!why) return;
-  ctx.findings.Add(MakeFinding(Severity::kError, Stage::kAuthentication, Location::None(), &zero, *why));
-  ctx.ManifestFailedLater();
+  ctx.RecheckManifest(again, v.status().ok() ? &v : nullptr,
+                      [&](Bytes plain) { return Borg1ManifestTamProblem(plain, mode_, key_ ? &*key_ : nullptr); });
 }
 
 void Borg1ServedSource::Finish(engine::FinishContext& ctx) {

@@ -18,6 +18,7 @@
 #include "checker/repo/borg1/borg1_plan.h"
 #include "checker/repo/borg1/borg1_verifier.h"
 #include "checker/repo/chunk_id.h"
+#include "checker/repo/key_type_probe.h"
 #include "checker/repo/segment_log/segment_entry.h"
 #include "checker/repo/segment_log/segment_format.h"
 #include "checker/repo/segment_log/segment_records.h"
@@ -32,7 +33,6 @@ using report::Stage;
 
 namespace {
 
-constexpr size_t kModeProbes = 16;  // live objects asked for the mode after the manifest
 
 // One unit: a committed segment, or one the live list names that is missing.
 struct Unit {
@@ -49,7 +49,11 @@ class Borg1Source final : public engine::EnvUnitSource {
       : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data), record_events_(opts.shard_n > 0) {}
 
   Result<engine::Plan> MakePlan() override;
-  Status LoadKey(engine::Plan& plan) override;
+  Status LoadKey(engine::Plan& plan) override {
+    Status s = ProbeModeAndLoadKey(plan);
+    if (s.ok() && opts_.hash_lanes) lane_hashes_ = crypto::Borg1LanesOrNone(mode_, key_ ? &*key_ : nullptr);
+    return s;
+  }
   void FallBackToKeyless() override {
     verify_data_ = false;
     mode_known_ = false;
@@ -78,6 +82,9 @@ class Borg1Source final : public engine::EnvUnitSource {
   // The reader of one unit; state lives for one ReadUnit call.
   class SegmentReader;
 
+  // The mode probe and the key (LoadKey's part before the lanes).
+  Status ProbeModeAndLoadKey(engine::Plan& plan);
+
   std::optional<ByteBuffer> ReadEntryAt(const std::string& path, uint64_t offset) const;
   void NoteEntry(engine::UnitSink& sink, uint32_t segment, uint64_t off, const EntryHeader& h, bool live_match);
   // The index places `o` at an entry that is not its PUT (another chunk's, a DELETE, a COMMIT).
@@ -101,11 +108,10 @@ class Borg1Source final : public engine::EnvUnitSource {
   crypto::KeyMode mode_ = crypto::KeyMode::kNone;
   bool mode_known_ = false;
   std::optional<crypto::KeyMaterial> key_;
-  // The hash lanes' MAC and id functions (crypto::MakeBorg1LaneHashes): made by the first
-  // MakeVerifier (main thread, before the pool), then const and shared by every worker's
-  // verifier. Empty without lanes (CheckOptions::hash_lanes false, keyless, or no mode).
-  mutable std::optional<crypto::Borg1LaneHashes> lane_hashes_;
-  mutable bool lane_hashes_made_ = false;
+  // The hash lanes' MAC and id functions (crypto::Borg1LanesOrNone): made by LoadKey, then
+  // shared by every worker's verifier. Empty without lanes (CheckOptions::hash_lanes false,
+  // no LoadKey: not verify-data, or a key that did not load).
+  std::optional<crypto::Borg1LaneHashes> lane_hashes_;
 
   // Reading thread only: the index-vs-log comparison (index mode). PUTs of the log that are not
   // the live entry of their id, still unexplained (no later DELETE or live PUT).
@@ -205,30 +211,29 @@ std::optional<ByteBuffer> Borg1Source::ReadEntryAt(const std::string& path, uint
   return buf;
 }
 
-Status Borg1Source::LoadKey(engine::Plan& plan) {
-  // The manifest's TYPE byte names the mode (borg does the same); without a manifest, the first
-  // live objects'.
-  std::vector<const LiveObject*> candidates;
-  for (const LiveObject& o : plan_.live) {
-    if (IsManifestId(o.id)) {
-      candidates.push_back(&o);
-      break;
-    }
-  }
-  for (size_t i = 0; i < plan_.live.size() && candidates.size() < kModeProbes; ++i) candidates.push_back(&plan_.live[i]);
+Status Borg1Source::ProbeModeAndLoadKey(engine::Plan& plan) {
+  // The manifest's TYPE byte names the mode (borg does the same); without a known one, the first
+  // known of the live objects' (KeyTypeProbe).
   std::map<uint32_t, const std::string*> paths;
   for (const SegmentFile& s : plan_.segments) paths[s.number] = &s.path;
-  std::optional<crypto::KeyMode> mode;
-  for (const LiveObject* o : candidates) {
-    auto it = paths.find(o->segment);
-    if (it == paths.end()) continue;
+  auto type_of = [&](const LiveObject& o) -> std::optional<uint8_t> {
+    auto it = paths.find(o.segment);
+    if (it == paths.end()) return std::nullopt;
     Result<std::unique_ptr<io::File>> f = env_.OpenToReadAgain(*it->second);  // a probe (io/env.h)
-    if (!f.ok()) continue;
     uint8_t type;
-    if (!(*f)->ReadAt(uint64_t(o->offset) + kHeaderSizeWithKey, 1, &type).ok()) continue;
-    mode = crypto::KeyModeFromTypeByte(type);
-    if (mode) break;
+    if (!f.ok() || !(*f)->ReadAt(uint64_t(o.offset) + kHeaderSizeWithKey, 1, &type).ok()) return std::nullopt;
+    return type;
+  };
+  KeyTypeProbe probe(KeyTypeRule::kFirstKnown, [](uint8_t t) { return crypto::KeyModeFromTypeByte(t).has_value(); });
+  for (const LiveObject& o : plan_.live) {
+    if (IsManifestId(o.id)) probe.Manifest(type_of(o));
   }
+  for (size_t i = 0; i < plan_.live.size() && !probe.Settled(); ++i) {
+    if (!IsManifestId(plan_.live[i].id)) probe.Sample(type_of(plan_.live[i]));
+  }
+  std::vector<std::string> no_notes;  // the rule writes none
+  const std::optional<uint8_t> chosen = probe.Choose(no_notes);
+  const std::optional<crypto::KeyMode> mode = chosen ? crypto::KeyModeFromTypeByte(*chosen) : std::nullopt;
   mode_known_ = true;
   if (!mode) {
     if (plan_.live.empty() && plan_.lost_objects == 0) return Status::Ok();  // nothing to decrypt
@@ -247,13 +252,6 @@ Status Borg1Source::LoadKey(engine::Plan& plan) {
 }
 
 Result<std::unique_ptr<engine::ObjectVerifier>> Borg1Source::MakeVerifier() const {
-  if (!lane_hashes_made_) {
-    lane_hashes_made_ = true;
-    if (verify_data_ && opts_.hash_lanes && mode_known_) {
-      Result<crypto::Borg1LaneHashes> h = crypto::MakeBorg1LaneHashes(mode_, key_ ? &*key_ : nullptr);
-      if (h.ok()) lane_hashes_ = std::move(h).value();  // else one object at a time, as without lanes
-    }
-  }
   auto v = std::make_unique<Borg1Verifier>(verify_data_, mode_, key_ ? &*key_ : nullptr,
                                            lane_hashes_ ? &*lane_hashes_ : nullptr);
   if (Status s = v->status(); !s.ok()) return Status(StatusCode::kInternal, s.message());
@@ -690,8 +688,7 @@ void Borg1Source::CheckManifest(engine::FinishContext& ctx) const {
     ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero, kNoManifestMessage));
     return;
   }
-  // The workers verified the manifest object and reported any failure; its plaintext is needed
-  // once more for the TAM, so it is read and verified again on this thread.
+  // Read again for its TAM (FinishContext::RecheckManifest).
   const SegmentFile* seg = nullptr;
   for (const SegmentFile& s : plan_.segments) {
     if (s.number == m->segment) seg = &s;
@@ -702,32 +699,19 @@ void Borg1Source::CheckManifest(engine::FinishContext& ctx) const {
   for (size_t i = 0; i < units_.size(); ++i) {
     if (units_[i].segment.number == m->segment) unit_read = ctx.UnitRead(i);
   }
+  engine::ManifestAgain again{Location::Segment(m->segment, m->offset), zero, unit_read};
   std::optional<ByteBuffer> entry = ReadEntryAt(seg->path, m->offset);
   if (!entry) {
-    if (!unit_read) {
-      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::Segment(m->segment, m->offset), &zero,
-                                   "no valid manifest entry at the indexed location"));
-    }
-    return;
+    again.unreadable = MakeFinding(Severity::kError, Stage::kMissing, again.where, &zero,
+                                   "no valid manifest entry at the indexed location");
+  } else {
+    again.stored = entry->view();
+    again.ref.id = zero;
+    again.ref.size = uint32_t(entry->size());
   }
   Borg1Verifier v(true, mode_, key_ ? &*key_ : nullptr);
-  ObjectRef ref;
-  ref.id = zero;
-  ref.size = uint32_t(entry->size());
-  if (!v.status().ok()) return;
-  if (std::optional<engine::Verdict> fail = v.Verify(entry->view(), ref)) {
-    // Its segment was read: the object's own finding says why. Not read (a partial run): say it here.
-    if (!unit_read) {
-      ctx.findings.Add(MakeFinding(fail->severity, fail->stage, Location::Segment(m->segment, m->offset), &zero,
-                                   fail->message));
-    }
-    return;
-  }
-  std::optional<std::string> why = Borg1ManifestTamProblem(v.plaintext(), mode_, key_ ? &*key_ : nullptr);
-  if (!why) return;
-  ctx.findings.Add(
-      MakeFinding(Severity::kError, Stage::kAuthentication, Location::Segment(m->segment, m->offset), &zero, *why));
-  ctx.ManifestFailedLater();
+  ctx.RecheckManifest(again, v.status().ok() ? &v : nullptr,
+                      [&](Bytes plain) { return Borg1ManifestTamProblem(plain, mode_, key_ ? &*key_ : nullptr); });
 }
 
 void Borg1Source::SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const>) {

@@ -12,44 +12,13 @@
 #include "checker/repo/borg2/borg2_repo_obj.h"
 
 namespace borgcheck::repo {
-namespace {
-
-// The type byte of a RepoObj's data envelope when the object splits and b5 knows the byte.
-std::optional<uint8_t> DataTypeByte(const Bytes* payload) {
-  if (!payload) return std::nullopt;
+std::optional<uint8_t> Borg2b5DataTypeByte(Bytes payload) {
   RepoObjEnvelopes parts;
-  if (!SplitRepoObjV2(*payload, parts, nullptr) || parts.data.empty()) return std::nullopt;
-  if (!crypto::Borg2b5KeyTypeFromByte(parts.data[0])) return std::nullopt;
+  if (!SplitRepoObjV2(payload, parts, nullptr) || parts.data.empty()) return std::nullopt;
   return parts.data[0];
 }
 
-}  // namespace
-
-void Borg2b5TypeVote::Manifest(const Bytes* payload) { manifest_type_ = DataTypeByte(payload); }
-
-void Borg2b5TypeVote::Sample(const Bytes* payload) {
-  ++sampled_;
-  if (std::optional<uint8_t> t = DataTypeByte(payload)) votes_[*t]++;
-}
-
-std::optional<uint8_t> Borg2b5TypeVote::Choose(std::vector<std::string>& notes) const {
-  std::optional<uint8_t> chosen = manifest_type_;
-  auto it = manifest_type_ ? votes_.find(*manifest_type_) : votes_.end();
-  size_t manifest_votes = it != votes_.end() ? it->second : 0;
-  for (const auto& [t, n] : votes_) {
-    if (n > manifest_votes && n * 2 > sampled_ && (!chosen || t != *chosen)) {
-      if (manifest_type_) {
-        notes.push_back(fmt::format("the manifest's data envelope says type {:#04x}, but {} of {} sampled "
-                                    "objects say {:#04x}: the repository is checked as {:#04x}",
-                                    *manifest_type_, n, sampled_, t, t));
-      }
-      chosen = t;
-      manifest_votes = n;
-    }
-  }
-  if (!chosen && !votes_.empty()) chosen = votes_.begin()->first;
-  return chosen;
-}
+bool Borg2b5KnownTypeByte(uint8_t type) { return crypto::Borg2b5KeyTypeFromByte(type) != nullptr; }
 
 std::vector<std::string> Borg2b5KeysDirectories() {
   using keys::EnvVar;

@@ -14,7 +14,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,25 +27,12 @@
 
 namespace borgcheck::repo {
 
-// The key class by borg's rule: the type byte of the manifest's data envelope, outvoted only
-// when most of a sample of other objects say another type (local and served sources alike).
-// Main thread (LoadKey).
-class Borg2b5TypeVote {
- public:
-  // The manifest's stored payload (RepoObj bytes), or null when it could not be read.
-  void Manifest(const Bytes* payload);
-  // Another object's, or null when it could not be read (it still counts as sampled).
-  void Sample(const Bytes* payload);
-  size_t sampled() const { return sampled_; }
-  // The type byte to check the repository as (one Borg2b5KeyTypeFromByte knows), nullopt when no
-  // object had one; `notes` says when the sample outvoted the manifest.
-  std::optional<uint8_t> Choose(std::vector<std::string>& notes) const;
-
- private:
-  std::optional<uint8_t> manifest_type_;
-  std::map<uint8_t, size_t> votes_;
-  size_t sampled_ = 0;
-};
+// The type byte of a stored payload's (RepoObj bytes') data envelope, as the key-type probe
+// reads it (repo/key_type_probe.h, KeyTypeRule::kManifestUnlessOutvoted: borg's rule, local and
+// served sources alike); nullopt when it does not split or has no data. Borg2b5KnownTypeByte:
+// whether 2.0.0b5 knows the byte.
+std::optional<uint8_t> Borg2b5DataTypeByte(Bytes payload);
+bool Borg2b5KnownTypeByte(uint8_t type);
 
 // The directories searched for key files, in order (the first is where b5 writes them).
 std::vector<std::string> Borg2b5KeysDirectories();

@@ -14,6 +14,7 @@
 #include "checker/repo/borg2b5/borg2b5_segments.h"
 #include "checker/repo/borg2b5/borg2b5_verifier.h"
 #include "checker/repo/chunk_id.h"
+#include "checker/repo/key_type_probe.h"
 #include "checker/repo/segment_log/served_source.h"
 
 namespace borgcheck::repo {
@@ -25,7 +26,6 @@ using report::Stage;
 
 namespace {
 
-constexpr size_t kModeSamples = 16;  // objects besides the manifest asked for the mode (as locally)
 
 // Wipes a string that held key text (the passphrase-protected blob: still not left about).
 void WipeString(std::string& s) {
@@ -39,7 +39,11 @@ class Borg2b5ServedSource final : public ServedSegmentSource {
       : ServedSegmentSource(service, repo, kBorg2b5ServedPayload, opts), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
-  Status LoadKey(engine::Plan& plan) override;
+  Status LoadKey(engine::Plan& plan) override {
+    Status s = ProbeTypeAndLoadKey(plan);
+    if (s.ok() && type_ && opts_.hash_lanes) id_lane_hash_ = crypto::Borg2IdLanesOrNone(type_->id_hash, IdKey());
+    return s;
+  }
   void FallBackToKeyless() override {
     verify_data_ = false;
     type_ = nullptr;
@@ -55,6 +59,9 @@ class Borg2b5ServedSource final : public ServedSegmentSource {
   bool HasArchives() const override { return true; }
 
  private:
+  Bytes IdKey() const { return key_ ? key_->material.id_key.view() : Bytes(); }  // the id key (empty without a key)
+  // The key type and the key (LoadKey's part before the lanes).
+  Status ProbeTypeAndLoadKey(engine::Plan& plan);
   void CheckManifest(engine::FinishContext& ctx) const;
 
   const engine::CheckOptions& opts_;
@@ -63,9 +70,7 @@ class Borg2b5ServedSource final : public ServedSegmentSource {
   // const after LoadKey (read by the workers)
   const crypto::Borg2KeyType* type_ = nullptr;
   std::optional<LoadedBorg2Key> key_;
-  // As Borg2b5Source's: made by the first MakeVerifier (main thread), then const and shared.
-  mutable std::optional<crypto::LaneHash> id_lane_hash_;
-  mutable bool id_lane_hash_made_ = false;
+  std::optional<crypto::LaneHash> id_lane_hash_;  // as Borg2b5Source's: made by LoadKey
 };
 
 Result<engine::Plan> Borg2b5ServedSource::MakePlan() {
@@ -82,30 +87,24 @@ Result<engine::Plan> Borg2b5ServedSource::MakePlan() {
   return plan;
 }
 
-Status Borg2b5ServedSource::LoadKey(engine::Plan& plan) {
+Status Borg2b5ServedSource::ProbeTypeAndLoadKey(engine::Plan& plan) {
   // The manifest first (borg's rule), then a sample of other objects in read order.
-  Borg2b5TypeVote vote;
+  KeyTypeProbe probe(KeyTypeRule::kManifestUnlessOutvoted, Borg2b5KnownTypeByte);
   ByteBuffer payload;
   std::optional<Status> ended;  // the connection was lost or a stop signal came
-  auto fetch = [&](const ChunkId& id) -> std::optional<Bytes> {
+  auto type_of = [&](const ChunkId& id) -> std::optional<uint8_t> {
     const io::GetReply r = GetNow(id, payload);
     if (r.outcome == io::GetOutcome::kLost) ended = service_.Lost();
     if (r.outcome == io::GetOutcome::kInterrupted) ended = Status(StatusCode::kInterrupted, r.message);
     if (r.outcome != io::GetOutcome::kOk) return std::nullopt;
-    return payload.view();
+    return Borg2b5DataTypeByte(payload.view());
   };
-  if (has_manifest_) {
-    std::optional<Bytes> p = fetch(ChunkId{});
-    if (ended) return *ended;
-    vote.Manifest(p ? &*p : nullptr);
+  if (has_manifest_) probe.Manifest(type_of(ChunkId{}));
+  for (size_t i = 0; i < order_.size() && !probe.Settled() && !ended; ++i) {
+    if (!IsManifestId(order_[i])) probe.Sample(type_of(order_[i]));
   }
-  for (size_t i = 0; i < order_.size() && vote.sampled() < kModeSamples; ++i) {
-    if (IsManifestId(order_[i])) continue;
-    std::optional<Bytes> p = fetch(order_[i]);
-    if (ended) return *ended;
-    vote.Sample(p ? &*p : nullptr);
-  }
-  const std::optional<uint8_t> chosen = vote.Choose(plan.notes);
+  if (ended) return *ended;
+  const std::optional<uint8_t> chosen = probe.Choose(plan.notes);
   if (!chosen) {
     if (order_.empty()) return Status::Ok();  // nothing to decrypt
     return Status(StatusCode::kUnsupported,
@@ -143,14 +142,6 @@ Status Borg2b5ServedSource::LoadKey(engine::Plan& plan) {
 }
 
 Result<std::unique_ptr<engine::ObjectVerifier>> Borg2b5ServedSource::MakeVerifier() const {
-  if (!id_lane_hash_made_) {
-    id_lane_hash_made_ = true;
-    if (verify_data_ && type_ && opts_.hash_lanes) {
-      Result<std::optional<crypto::LaneHash>> h =
-          crypto::MakeBorg2IdLaneHash(type_->id_hash, key_ ? key_->material.id_key.view() : Bytes());
-      if (h.ok()) id_lane_hash_ = std::move(h).value();  // else one object at a time, as without lanes
-    }
-  }
   auto v = std::make_unique<Borg2b5Verifier>(verify_data_ && type_, type_, key_ ? &key_->material : nullptr,
                                              id_lane_hash_ ? &*id_lane_hash_ : nullptr);
   if (!v->status().ok()) return v->status();
@@ -158,35 +149,13 @@ Result<std::unique_ptr<engine::ObjectVerifier>> Borg2b5ServedSource::MakeVerifie
 }
 
 void Borg2b5ServedSource::CheckManifest(engine::FinishContext& ctx) const {
-  // The workers verified the manifest and reported any failure where its unit was read; it is
-  // fetched and verified again here for its TAM.
-  const ChunkId zero{};
-  const std::optional<size_t> unit = UnitOf(zero);
-  const bool unit_read = unit && ctx.UnitRead(*unit);
+  // Fetched again for its TAM (FinishContext::RecheckManifest).
   ByteBuffer payload;
-  const io::GetReply r = GetNow(zero, payload);
-  if (r.outcome != io::GetOutcome::kOk) {
-    if (!unit_read) {
-      ctx.findings.Add(MakeFinding(Severity::kError,
-                                   r.outcome == io::GetOutcome::kIntegrity ? Stage::kEntryCrc : Stage::kIo,
-                                   ServerLocation(r), &zero, "the manifest cannot be fetched: " + r.message));
-    }
-    return;
-  }
+  const engine::ManifestAgain again = FetchManifestAgain(ctx, payload);
   Borg2b5Verifier v(true, type_, key_ ? &key_->material : nullptr);
-  if (!v.status().ok()) return;
-  ObjectRef ref;
-  ref.id = zero;
-  ref.size = uint32_t(payload.size());
-  ref.variant = kBorg2b5ServedPayload;
-  if (std::optional<engine::Verdict> fail = v.Verify(payload.view(), ref)) {
-    if (!unit_read) ctx.findings.Add(MakeFinding(fail->severity, fail->stage, Location::None(), &zero, fail->message));
-    return;
-  }
-  std::optional<std::string> why = Borg2b5ManifestTamProblem(v.plaintext(), *type_, key_ ? &key_->material : nullptr);
-  if (!why) return;
-  ctx.findings.Add(MakeFinding(Severity::kError, Stage::kAuthentication, Location::None(), &zero, *why));
-  ctx.ManifestFailedLater();
+  ctx.RecheckManifest(again, v.status().ok() ? &v : nullptr, [&](Bytes plain) {
+    return Borg2b5ManifestTamProblem(plain, *type_, key_ ? &key_->material : nullptr);
+  });
 }
 
 void Borg2b5ServedSource::Finish(engine::FinishContext& ctx) {

@@ -4,7 +4,7 @@
 //      cut into units (segment_log/served_source.h, shared with borg 1.x's served source; b5's
 //      scan walks version-2 segments, so the read order is the disk order).
 //   2. Key: the key class by the local source's rule (the manifest's data envelope type byte,
-//      outvoted only by most of a sample: Borg2b5TypeVote); the repokey comes from the server
+//      outvoted only by most of a sample: repo/key_type_probe.h); the repokey comes from the server
 //      (load_key), a key file from this machine (BORG_KEY_FILE, or by the repository id in the
 //      keys directories, as the local b5 source finds it), unlocked before any worker exists.
 //   3. ReadUnit (segment_log/served_source.h): gets pipelined across units, each payload handed

@@ -15,6 +15,7 @@
 #include "checker/repo/borg2b5/borg2b5_segments.h"
 #include "checker/repo/borg2b5/borg2b5_verifier.h"
 #include "checker/repo/chunk_id.h"
+#include "checker/repo/key_type_probe.h"
 
 namespace borgcheck::repo {
 using engine::ObjectRef;
@@ -27,7 +28,6 @@ using report::Stage;
 
 namespace {
 
-constexpr size_t kModeSamples = 16;  // objects besides the manifest asked for the mode
 
 bool IsPut(const Borg2Entry& e) { return e.tag == kB2TagPut || e.tag == kB2TagPut2; }
 
@@ -37,7 +37,11 @@ class Borg2b5Source final : public engine::EnvUnitSource {
       : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
-  Status LoadKey(engine::Plan& plan) override;
+  Status LoadKey(engine::Plan& plan) override {
+    Status s = LoadTypeAndKey(plan);
+    if (s.ok() && type_ && opts_.hash_lanes) id_lane_hash_ = crypto::Borg2IdLanesOrNone(type_->id_hash, IdKey());
+    return s;
+  }
   void FallBackToKeyless() override {
     verify_data_ = false;
     type_ = nullptr;
@@ -66,6 +70,9 @@ class Borg2b5Source final : public engine::EnvUnitSource {
   bool HasArchives() const override { return true; }
 
  private:
+  Bytes IdKey() const { return key_ ? key_->material.id_key.view() : Bytes(); }  // the id key (empty without a key)
+  // The key type and the key (LoadKey's part before the lanes).
+  Status LoadTypeAndKey(engine::Plan& plan);
   // The entry's bytes, read on the main thread (mode probe, manifest), or nullopt.
   std::optional<ByteBuffer> ReadEntry(const Borg2Segment& seg, const Borg2Entry& e) const;
   void VerifyManifestTam(engine::FinishContext& ctx, const Borg2Segment& seg, const Borg2Entry& entry) const;
@@ -78,11 +85,10 @@ class Borg2b5Source final : public engine::EnvUnitSource {
   std::optional<uint32_t> index_txn_at_start_;
   const crypto::Borg2KeyType* type_ = nullptr;
   std::optional<LoadedBorg2Key> key_;
-  // The id hash as the hash lanes compute it (crypto::MakeBorg2IdLaneHash): made by the first
-  // MakeVerifier (main thread, before the pool), then const and shared by every worker's
-  // verifier. Empty without lanes (CheckOptions::hash_lanes false, keyless, or a BLAKE3 id).
-  mutable std::optional<crypto::LaneHash> id_lane_hash_;
-  mutable bool id_lane_hash_made_ = false;
+  // The id hash as the hash lanes compute it (crypto::Borg2IdLanesOrNone): made by LoadKey,
+  // then shared by every worker's verifier. Empty without lanes (CheckOptions::hash_lanes
+  // false, no LoadKey: not verify-data, or a key that did not load; a BLAKE3 id).
+  std::optional<crypto::LaneHash> id_lane_hash_;
   Borg2b5Sessions shard_sessions_;  // the merge's: what the shards' verifiers saw
 };
 
@@ -122,27 +128,26 @@ Result<engine::Plan> Borg2b5Source::MakePlan() {
   return plan;
 }
 
-Status Borg2b5Source::LoadKey(engine::Plan& plan) {
+Status Borg2b5Source::LoadTypeAndKey(engine::Plan& plan) {
   // The manifest first (borg's rule), then a sample of other current objects.
-  Borg2b5TypeVote vote;
+  KeyTypeProbe probe(KeyTypeRule::kManifestUnlessOutvoted, Borg2b5KnownTypeByte);
+  auto type_of = [&](const Borg2Segment& seg, const Borg2Entry& e) -> std::optional<uint8_t> {
+    std::optional<ByteBuffer> buf = ReadEntry(seg, e);
+    if (!buf) return std::nullopt;
+    return Borg2b5DataTypeByte(Borg2EntryPayload(buf->view(), e.tag));
+  };
   for (const Borg2Segment& seg : plan_.segments) {
     for (const Borg2Entry& e : seg.entries) {
-      if (!e.live || !IsManifestId(e.id)) continue;
-      std::optional<ByteBuffer> buf = ReadEntry(seg, e);
-      const Bytes payload = buf ? Borg2EntryPayload(buf->view(), e.tag) : Bytes();
-      vote.Manifest(buf ? &payload : nullptr);
+      if (e.live && IsManifestId(e.id)) probe.Manifest(type_of(seg, e));
     }
   }
   for (const Borg2Segment& seg : plan_.segments) {
     for (const Borg2Entry& e : seg.entries) {
-      if (vote.sampled() >= kModeSamples) break;
-      if (!e.live || IsManifestId(e.id)) continue;
-      std::optional<ByteBuffer> buf = ReadEntry(seg, e);
-      const Bytes payload = buf ? Borg2EntryPayload(buf->view(), e.tag) : Bytes();
-      vote.Sample(buf ? &payload : nullptr);
+      if (probe.Settled()) break;
+      if (e.live && !IsManifestId(e.id)) probe.Sample(type_of(seg, e));
     }
   }
-  const std::optional<uint8_t> chosen = vote.Choose(plan.notes);
+  const std::optional<uint8_t> chosen = probe.Choose(plan.notes);
   if (!chosen) {
     // Nothing to decrypt, unless the records name objects the log lost: the mode is unknown then.
     if (plan_.live_objects == 0 && plan_.lost_objects == 0) return Status::Ok();
@@ -166,14 +171,6 @@ Status Borg2b5Source::LoadKey(engine::Plan& plan) {
 }
 
 Result<std::unique_ptr<engine::ObjectVerifier>> Borg2b5Source::MakeVerifier() const {
-  if (!id_lane_hash_made_) {
-    id_lane_hash_made_ = true;
-    if (verify_data_ && type_ && opts_.hash_lanes) {
-      Result<std::optional<crypto::LaneHash>> h =
-          crypto::MakeBorg2IdLaneHash(type_->id_hash, key_ ? key_->material.id_key.view() : Bytes());
-      if (h.ok()) id_lane_hash_ = std::move(h).value();  // else one entry at a time, as without lanes
-    }
-  }
   auto v = std::make_unique<Borg2b5Verifier>(verify_data_ && type_, type_, key_ ? &key_->material : nullptr,
                                              id_lane_hash_ ? &*id_lane_hash_ : nullptr);
   if (!v->status().ok()) return v->status();
@@ -258,33 +255,23 @@ void Borg2b5Source::ReadUnit(size_t index, engine::UnitSink& sink) {
 
 void Borg2b5Source::VerifyManifestTam(engine::FinishContext& ctx, const Borg2Segment& seg,
                                       const Borg2Entry& entry) const {
-  // The workers verified the manifest object and reported any failure; its plaintext is needed
-  // once more here, so it is read and verified again on this thread.
-  // Whether this run read the manifest's segment (and so reported the object's own failures).
+  // Read again for its TAM (FinishContext::RecheckManifest); whether this run read its segment.
   const bool unit_read = ctx.UnitRead(size_t(&seg - plan_.segments.data()));
-  const Location where = Location::Segment(seg.number, entry.offset);
+  engine::ManifestAgain again{Location::Segment(seg.number, entry.offset), entry.id, unit_read};
   std::optional<ByteBuffer> bytes = ReadEntry(seg, entry);
   if (!bytes) {
-    if (!unit_read) {
-      ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, where, &entry.id, "cannot read the manifest entry"));
-    }
-    return;
+    again.unreadable =
+        MakeFinding(Severity::kError, Stage::kMissing, again.where, &entry.id, "cannot read the manifest entry");
+  } else {
+    again.stored = bytes->view();
+    again.ref.id = entry.id;
+    again.ref.size = entry.size;
+    again.ref.variant = entry.tag;
   }
   Borg2b5Verifier v(true, type_, key_ ? &key_->material : nullptr);
-  ObjectRef ref;
-  ref.id = entry.id;
-  ref.size = entry.size;
-  ref.variant = entry.tag;
-  if (!v.status().ok()) return;
-  if (std::optional<engine::Verdict> fail = v.Verify(bytes->view(), ref)) {
-    // Its segment was read: the object's own finding says why. Not read (a partial run): say it here.
-    if (!unit_read) ctx.findings.Add(MakeFinding(fail->severity, fail->stage, where, &entry.id, fail->message));
-    return;
-  }
-  std::optional<std::string> why = Borg2b5ManifestTamProblem(v.plaintext(), *type_, key_ ? &key_->material : nullptr);
-  if (!why) return;
-  ctx.findings.Add(MakeFinding(Severity::kError, Stage::kAuthentication, where, &entry.id, *why));
-  ctx.ManifestFailedLater();
+  ctx.RecheckManifest(again, v.status().ok() ? &v : nullptr, [&](Bytes plain) {
+    return Borg2b5ManifestTamProblem(plain, *type_, key_ ? &key_->material : nullptr);
+  });
 }
 
 void Borg2b5Source::Finish(engine::FinishContext& ctx) {

@@ -17,6 +17,7 @@
 #include "checker/repo/borgstore/borgstore_key.h"
 #include "checker/repo/borgstore/borgstore_layout.h"
 #include "checker/repo/borgstore/borgstore_verifier.h"
+#include "checker/repo/key_type_probe.h"
 
 namespace borgcheck::repo {
 using engine::ObjectRef;
@@ -33,7 +34,6 @@ namespace {
 
 constexpr uint64_t kInFlightPerThread = 32ull << 20;  // a pack is held whole while it is verified
 constexpr uint64_t kMaxManifestSize = 64ull << 20;
-constexpr int kModeProbes = 16;
 
 std::string Hex(const ChunkId& id) { return ToHex(Bytes(id.data(), id.size())); }
 Location PackLocation(const std::string& hex, std::optional<uint64_t> offset = std::nullopt) {
@@ -55,7 +55,11 @@ class BorgstoreSource final : public engine::EnvUnitSource {
       : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
-  Status LoadKey(engine::Plan& plan) override;
+  Status LoadKey(engine::Plan& plan) override {
+    Status s = LoadTypeAndKey(plan);
+    if (s.ok() && type_ && opts_.hash_lanes) id_lane_hash_ = crypto::Borg2IdLanesOrNone(type_->id_hash, IdKey());
+    return s;
+  }
   void FallBackToKeyless() override {
     verify_data_ = false;
     key_.reset();
@@ -96,6 +100,9 @@ class BorgstoreSource final : public engine::EnvUnitSource {
   bool HasArchives() const override { return true; }
 
  private:
+  Bytes IdKey() const { return key_ ? key_->material.id_key.view() : Bytes(); }  // the id key (empty without a key)
+  // The key type and the key (LoadKey's part before the lanes).
+  Status LoadTypeAndKey(engine::Plan& plan);
   std::optional<uint8_t> ProbeTypeByte(const std::string& path, uint64_t offset, uint64_t size) const;
   Status DetectMode();
   // id_lanes: the lane hash of the ids (the workers' verifiers), or null (the manifest's).
@@ -114,11 +121,10 @@ class BorgstoreSource final : public engine::EnvUnitSource {
   const crypto::MasterKeyType* type_ = nullptr;
   Status mode_status_;  // why the key type is unknown, when it is
   std::optional<MasterKey> key_;
-  // The id hash as the hash lanes compute it (crypto::MakeBorg2IdLaneHash): made by the first
-  // MakeVerifier (main thread, before the pool), then const and shared by every worker's
-  // verifier. Empty without lanes (CheckOptions::hash_lanes false, keyless, or a BLAKE3 id).
-  mutable std::optional<crypto::LaneHash> id_lane_hash_;
-  mutable bool id_lane_hash_made_ = false;
+  // The id hash as the hash lanes compute it (crypto::Borg2IdLanesOrNone): made by LoadKey,
+  // then shared by every worker's verifier. Empty without lanes (CheckOptions::hash_lanes
+  // false, no LoadKey: not verify-data, or a key that did not load; a BLAKE3 id).
+  std::optional<crypto::LaneHash> id_lane_hash_;
 
   std::vector<PackResult> pack_results_;  // element p: pack p's task only, then Finish
 };
@@ -138,38 +144,31 @@ std::optional<uint8_t> BorgstoreSource::ProbeTypeByte(const std::string& path, u
 }
 
 // The key type: the first byte of the manifest's data envelope, as borg decides it; when the
-// manifest cannot tell, the first indexed objects' (in pack order).
+// manifest cannot tell, the first known of the indexed objects' (in pack order; KeyTypeProbe).
 Status BorgstoreSource::DetectMode() {
-  std::vector<uint8_t> seen;
-  if (layout_.manifest_present) {
-    if (std::optional<uint8_t> t = ProbeTypeByte(layout_.manifest_path, 0, UINT64_MAX)) seen.push_back(*t);
-  }
-  if (seen.empty() || !crypto::MasterKeyTypeFromByte(seen.back())) {
-    int probes = 0;
-    std::map<ChunkId, const PackFile*> packs;
-    for (const PackFile& p : layout_.packs) packs[p.id] = &p;
-    for (const auto& [pack_id, positions] : index_.by_pack) {
-      auto it = packs.find(pack_id);
-      if (it == packs.end()) continue;
-      for (uint32_t pos : positions) {
-        const IndexedChunk& c = index_.chunks[pos];
-        if (probes++ >= kModeProbes) break;
-        if (std::optional<uint8_t> t = ProbeTypeByte(it->second->path, c.entry.offset, c.entry.size)) {
-          seen.push_back(*t);
-          if (crypto::MasterKeyTypeFromByte(*t)) break;
-        }
-      }
-      if (probes >= kModeProbes || (!seen.empty() && crypto::MasterKeyTypeFromByte(seen.back()))) break;
+  KeyTypeProbe probe(KeyTypeRule::kFirstKnown, [](uint8_t t) { return crypto::MasterKeyTypeFromByte(t) != nullptr; });
+  if (layout_.manifest_present) probe.Manifest(ProbeTypeByte(layout_.manifest_path, 0, UINT64_MAX));
+  std::map<ChunkId, const PackFile*> packs;
+  for (const PackFile& p : layout_.packs) packs[p.id] = &p;
+  for (const auto& [pack_id, positions] : index_.by_pack) {
+    if (probe.Settled()) break;
+    auto it = packs.find(pack_id);
+    if (it == packs.end()) continue;
+    for (uint32_t pos : positions) {
+      if (probe.Settled()) break;
+      const IndexedChunk& c = index_.chunks[pos];
+      probe.Sample(ProbeTypeByte(it->second->path, c.entry.offset, c.entry.size));
     }
   }
-  if (!seen.empty()) type_ = crypto::MasterKeyTypeFromByte(seen.back());
+  std::vector<std::string> no_notes;  // the rule writes none
+  if (std::optional<uint8_t> t = probe.Choose(no_notes)) type_ = crypto::MasterKeyTypeFromByte(*t);
   if (type_) return Status::Ok();
-  if (seen.empty()) {
+  if (!probe.last_seen()) {
     if (index_.size() == 0 && !layout_.manifest_present) return Status::Ok();  // nothing to decrypt
     return Status(StatusCode::kUnsupported,
                   "cannot tell the key type: neither config/manifest nor any indexed object has a readable envelope");
   }
-  uint8_t t = seen.back();
+  const uint8_t t = *probe.last_seen();
   std::string what = t <= 0x07  ? " (a borg 1.x type, or borg 2.0.0b22's none/authenticated, which master rejects)"
                      : t == 0x50 ? " (borg 2.0.0b22's blake3 authenticated mode, dropped in master)"
                                  : "";
@@ -208,7 +207,7 @@ Result<engine::Plan> BorgstoreSource::MakePlan() {
   return plan;
 }
 
-Status BorgstoreSource::LoadKey(engine::Plan& plan) {
+Status BorgstoreSource::LoadTypeAndKey(engine::Plan& plan) {
   if (!mode_status_.ok()) return mode_status_;
   if (!type_ || !type_->needs_key) return Status::Ok();
   std::vector<Finding> key_findings;
@@ -227,18 +226,10 @@ Status BorgstoreSource::LoadKey(engine::Plan& plan) {
 
 std::unique_ptr<BorgstoreVerifier> BorgstoreSource::NewVerifier(const crypto::LaneHash* id_lanes) const {
   return std::make_unique<BorgstoreVerifier>(verify_data_, type_, key_ ? key_->material.crypt_key.view() : Bytes(),
-                                             key_ ? key_->material.id_key.view() : Bytes(), id_lanes);
+                                             IdKey(), id_lanes);
 }
 
 Result<std::unique_ptr<engine::ObjectVerifier>> BorgstoreSource::MakeVerifier() const {
-  if (!id_lane_hash_made_) {
-    id_lane_hash_made_ = true;
-    if (verify_data_ && type_ && opts_.hash_lanes) {
-      Result<std::optional<crypto::LaneHash>> h =
-          crypto::MakeBorg2IdLaneHash(type_->id_hash, key_ ? key_->material.id_key.view() : Bytes());
-      if (h.ok()) id_lane_hash_ = std::move(h).value();  // else one blob at a time, as without lanes
-    }
-  }
   std::unique_ptr<BorgstoreVerifier> v = NewVerifier(id_lane_hash_ ? &*id_lane_hash_ : nullptr);
   if (verify_data_ && type_ && !v->status().ok()) {
     return Status(StatusCode::kInternal, "cannot set up the object crypto: " + v->status().message());

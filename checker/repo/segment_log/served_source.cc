@@ -288,6 +288,25 @@ io::SecondRead ServedSegmentSource::ReadAgain(const engine::ReadUnit&, uint64_t 
   return same ? io::SecondRead::kSame : io::SecondRead::kDifferent;
 }
 
+engine::ManifestAgain ServedSegmentSource::FetchManifestAgain(const engine::FinishContext& ctx,
+                                                              ByteBuffer& payload) const {
+  const ChunkId zero{};
+  const std::optional<size_t> unit = UnitOf(zero);
+  engine::ManifestAgain again{Location::None(), zero, unit && ctx.UnitRead(*unit)};
+  const io::GetReply r = GetNow(zero, payload);
+  if (r.outcome != io::GetOutcome::kOk) {
+    again.unreadable =
+        MakeFinding(Severity::kError, r.outcome == io::GetOutcome::kIntegrity ? Stage::kEntryCrc : Stage::kIo,
+                    ServerLocation(r), &zero, "the manifest cannot be fetched: " + r.message);
+    return again;
+  }
+  again.stored = payload.view();
+  again.ref.id = zero;
+  again.ref.size = uint32_t(payload.size());
+  again.ref.variant = payload_variant_;
+  return again;
+}
+
 void ServedSegmentSource::FinishServed(engine::FinishContext& ctx) {
   for (const Posted& q : posted_) service_.Forget(q.ticket);
   posted_.clear();

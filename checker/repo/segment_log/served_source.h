@@ -111,6 +111,10 @@ class ServedSegmentSource : public engine::ObjectSource {
   // Whether the server lists `id`, and the unit that reads it.
   bool Listed(const ChunkId& id) const { return FindSorted(sorted_ids_, id).has_value(); }
   std::optional<size_t> UnitOf(const ChunkId& id) const;
+  // The manifest (id 00*32) fetched again for FinishContext::RecheckManifest, into `payload`
+  // (the result points into it). Its findings are placed nowhere, as the server places
+  // objects; a failed get is reported as the server said it.
+  engine::ManifestAgain FetchManifestAgain(const engine::FinishContext& ctx, ByteBuffer& payload) const;
   // Forgets the gets still posted; the server's index rebuild as a warning.
   void FinishServed(engine::FinishContext& ctx);
 
