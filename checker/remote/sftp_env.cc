@@ -839,7 +839,9 @@ bool SameFile(const sftp::Attrs& a, const sftp::Attrs& b) {
 // segment files, two round trips each. A window
 // whose read failed is not reported: the range is read again directly, and that read's result
 // is the answer. The windows' bytes count against the env's AheadBudget (kStreamAheadBudget; a
-// stream holds up to 24 MiB while it takes a window); without room a file reads as before.
+// stream holds up to 24 MiB while it takes a window); without room a file reads as before. A
+// window nobody takes (the reader went elsewhere, or the file is closed) is waited for, not
+// cancelled: up to 8 MiB more at the link's speed.
 //
 // Thread contract: ReadAt may be called concurrently. Const after construction: the primary's
 // connection, handle, size and attributes, the path and the other connections. The read-ahead
@@ -935,13 +937,14 @@ class SftpFile final : public io::File {
   std::unique_ptr<Window> NewWindow(uint64_t offset, size_t n) const {
     if (offset >= size_ || n == 0) return nullptr;
     const size_t len = size_t(std::min<uint64_t>(n, size_ - offset));
-    if (!budget_ || !budget_->Take(len)) return nullptr;
+    if (!budget_) return nullptr;
     auto w = std::make_unique<Window>();
-    w->budget = budget_.get();
     w->offset = offset;
     w->len = len;
+    if (!budget_->Take(len)) return nullptr;
+    w->budget = budget_.get();  // from here ~Window gives the bytes back
     w->bytes.reset(new (std::nothrow) uint8_t[len]);
-    if (!w->bytes) return nullptr;  // ~Window gives the bytes back
+    if (!w->bytes) return nullptr;
     return w;
   }
 
@@ -968,7 +971,11 @@ class SftpFile final : public io::File {
   // A large ReadAt: from the kept range and the window read ahead when together they hold it,
   // else directly; then the next window is read ahead (see the class comment).
   Status ReadStream(uint64_t offset, size_t n, uint8_t* dst) const {
-    if (Status lost = conn_->lost(); !lost.ok()) return lost;  // not even from a kept window
+    // A lost connection fails the read, even one a kept window could serve.
+    if (Status lost = conn_->lost(); !lost.ok()) return lost;
+    for (const std::shared_ptr<Connection>& o : others_) {
+      if (Status lost = o->lost(); !lost.ok()) return lost;
+    }
     std::unique_ptr<Window> taken;
     std::shared_ptr<const Window> kept;
     bool stream = offset <= kStreamStart;  // the file's start, or inside the range read last
@@ -980,7 +987,7 @@ class SftpFile final : public io::File {
         return Status::Ok();
       }
       if (stream && held_ && ahead_ && ahead_->offset == held_->end() && offset >= held_->offset &&
-          offset + n <= ahead_->end()) {
+          offset <= held_->end() && offset + n <= ahead_->end()) {
         taken = std::move(ahead_);
         kept = held_;
         StartAheadLocked(taken->end(), 2 * n);  // before waiting: two windows in flight
@@ -1001,21 +1008,32 @@ class SftpFile final : public io::File {
       taken.reset();
     }
     Status s = ReadDirect(offset, n, dst);
-    std::unique_ptr<Window> copy = s.ok() && stream ? NewWindow(offset, n) : nullptr;
-    if (copy) std::memcpy(copy->bytes.get(), dst, copy->len);
-    std::unique_ptr<Window> dropped;  // a window nobody will take; joined outside the lock
-    {
-      std::lock_guard<std::mutex> lock(stream_mu_);
-      if (!s.ok() || stream) {
-        dropped = std::move(ahead_);
-        held_.reset();
-      }
-      if (copy) {
-        held_ = std::shared_ptr<const Window>(std::move(copy));
-        StartAheadLocked(held_->end(), 2 * n);
-      }
+    if (!s.ok() || !stream) {
+      if (!s.ok()) DropStream();
+      return s;
+    }
+    DropStream();  // first, so that its bytes are back in the budget for the new windows
+    std::unique_ptr<Window> copy = NewWindow(offset, n);
+    if (!copy) return s;
+    std::memcpy(copy->bytes.get(), dst, copy->len);
+    std::lock_guard<std::mutex> lock(stream_mu_);
+    if (!held_ && !ahead_) {  // else another reader started a stream meanwhile: it stays
+      held_ = std::shared_ptr<const Window>(std::move(copy));
+      StartAheadLocked(held_->end(), 2 * n);
     }
     return s;
+  }
+
+  // Forgets the kept range and the window read ahead; waits for that window's read to end
+  // (outside stream_mu_) before returning.
+  void DropStream() const {
+    std::unique_ptr<Window> dropped;
+    std::shared_ptr<const Window> kept;
+    {
+      std::lock_guard<std::mutex> lock(stream_mu_);
+      dropped = std::move(ahead_);
+      kept = std::move(held_);
+    }
   }
 
   // Reads [offset, offset + n) through the handles, no read-ahead.

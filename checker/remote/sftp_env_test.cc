@@ -748,6 +748,48 @@ TEST_CASE("sftp_env: a stream of windows, each starting inside the one before, i
   CHECK(env->Lost().ok());
 }
 
+TEST_CASE("sftp_env: more streams at once than the read-ahead budget holds are each read exactly", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  constexpr int kFiles = 5;  // 5 streams of 4 MiB windows want 120 MiB of read-ahead; 64 MiB allow
+  std::vector<std::string> bytes;
+  for (int i = 0; i < kFiles; ++i) {
+    bytes.push_back(RandomBytes((17 << 20) + 1000 * i, 40 + i));
+    WriteFile(root + "/seg" + std::to_string(i), bytes.back());
+  }
+  SftpOptions o;
+  o.connections = 4;
+  auto env = MustConnect(ServerTarget(dir, root), root, o);
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kFiles; ++i) {
+    threads.emplace_back([&, i] {
+      Result<std::unique_ptr<io::File>> f = env->Open(root + "/seg" + std::to_string(i));
+      if (!f.ok()) {
+        ++failures;
+        return;
+      }
+      std::mt19937 rng(uint32_t(100 + i));
+      const std::string& want = bytes[size_t(i)];
+      for (uint64_t off = 0; off < want.size();) {
+        const size_t n = size_t(std::min<uint64_t>(4 << 20, want.size() - off));
+        std::string got(n, '\0');
+        if (!(*f)->ReadAt(off, n, reinterpret_cast<uint8_t*>(got.data())).ok() || got != want.substr(off, n)) {
+          ++failures;
+          return;
+        }
+        if (off + n == want.size()) break;
+        off += n - rng() % (64 << 10);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  CHECK(failures.load() == 0);
+  CHECK(env->Lost().ok());
+}
+
 TEST_CASE("sftp_env: small files are read by the open itself, exactly", "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;

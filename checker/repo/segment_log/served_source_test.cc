@@ -10,6 +10,8 @@
 #include <tuple>
 #include <vector>
 
+#include <xxhash.h>
+
 #include "checker/repo/segment_log/served_source.h"
 
 namespace borgcheck::repo {
@@ -132,6 +134,15 @@ TEST_CASE("served batches: the identity counts the ids and hashes them in order"
   CHECK(a.inode == ServedBatchIdentity(ids.data(), ids.size()).inode);
   CHECK(a.inode != ServedBatchIdentity(ids.data(), 9).inode);
   CHECK(a.inode != ServedBatchIdentity(ids.data() + 1, 9).inode);
+  // The digest is XXH3-64 over the ids' bytes in order, as the states written since the served
+  // state began hold it (computed here id by id, as it was then).
+  XXH3_state_t* h = XXH3_createState();
+  REQUIRE(h != nullptr);
+  REQUIRE(XXH3_64bits_reset(h) == XXH_OK);
+  for (const ChunkId& id : ids) XXH3_64bits_update(h, id.data(), id.size());
+  CHECK(a.inode == XXH3_64bits_digest(h));
+  XXH3_freeState(h);
+  CHECK(ServedBatchIdentity(ids.data(), 0).inode == XXH3_64bits(nullptr, 0));
 }
 
 }  // namespace
