@@ -68,7 +68,8 @@ class SftpEnv final : public io::Env {
   // io::Env. Error classes as io/env.h: NO_SUCH_FILE -> kNotFound; a non-regular file at Open
   // -> kCorruptMetadata; PERMISSION_DENIED, FAILURE, a lost connection -> kIoError.
   // Round trips: Open is STAT, OPEN, then FSTAT with (for a file of at most 256 KiB) the READs
-  // of all of it, so that its small reads need none of their own; List is OPENDIR, then
+  // of all of it, so that its small reads need none of their own (no STAT for a regular file
+  // that the latest List of its folder, or a Stat of it, named); List is OPENDIR, then
   // READDIRs two at a time. Nothing is cached across calls: each Open reads the file anew.
   // FileStat from SFTP v3 attributes: type from the permission bits, size, mtime in whole
   // seconds (v3 has no more), inode 0 and ctime 0 (v3 has neither).

@@ -947,6 +947,16 @@ TEST_CASE("sftp_env: List says each entry's size, and a listed regular file is o
   WriteFile(root + "/c", "c");
   REQUIRE(env->Open(root + "/c").ok());
   CHECK(stats_of("c") == 1);
+  // A Stat that found a regular file counts as a listing of it: the Open after it sends no
+  // STAT of its own; a Stat of a FIFO does not, and the Open still refuses it.
+  WriteFile(root + "/s", "ss");
+  REQUIRE(env->Stat(root + "/s").ok());
+  Result<std::unique_ptr<io::File>> fs_ = env->Open(root + "/s");
+  REQUIRE(fs_.ok());
+  CHECK((*fs_)->size() == 2);
+  CHECK(stats_of("s") == 1);
+  REQUIRE(env->Stat(root + "/p").ok());
+  CHECK(env->Open(root + "/p").status().message() == root + "/p: is a FIFO, not a regular file");
   Result<std::unique_ptr<io::File>> p = env->Open(root + "/p");
   CHECK(p.status().message() == root + "/p: is a FIFO, not a regular file");
 
