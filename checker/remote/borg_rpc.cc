@@ -804,11 +804,16 @@ class BorgRpc::Impl {
             const int e = errno;
             in_open = false;
             std::lock_guard<std::mutex> lock(mu_);
-            const std::string last = tail_.empty() ? "" : ": " + tail_.back();
-            LoseLocked(Status(StatusCode::kIoError,
-                              Prefix() + "could not write to the server: " + std::strerror(e) + last),
-                       false);
-            lost_by_eof_ = true;  // the server went away: word it as a closed connection
+            // Only when this write is the loss: a write that fails because an earlier loss
+            // (a reply that is no reply) stopped the server must not reword that loss as a
+            // closed connection (a race a loaded CI machine hit in borg_rpc_test).
+            if (lost_.ok()) {
+              const std::string last = tail_.empty() ? "" : ": " + tail_.back();
+              LoseLocked(Status(StatusCode::kIoError,
+                                Prefix() + "could not write to the server: " + std::strerror(e) + last),
+                         false);
+              lost_by_eof_ = true;  // the server went away: word it as a closed connection
+            }
           }
         }
       }
