@@ -938,7 +938,8 @@ class SftpFile final : public io::File {
     if (offset >= size_ || n == 0) return nullptr;
     const size_t len = size_t(std::min<uint64_t>(n, size_ - offset));
     if (!budget_) return nullptr;
-    auto w = std::make_unique<Window>();
+    std::unique_ptr<Window> w(new (std::nothrow) Window());  // no memory: no read-ahead
+    if (!w) return nullptr;
     w->offset = offset;
     w->len = len;
     if (!budget_->Take(len)) return nullptr;
@@ -1225,7 +1226,8 @@ struct SftpEnv::Impl {
 
   Connection& Any() const { return *conns[next.fetch_add(1) % conns.size()]; }
 
-  // Regular files the latest List of their folder named, with the size it said. Open sends no
+  // Regular files the latest List of their folder (or a Stat of them) named, with the size it
+  // said; a Stat or an OPEN that fails forgets the path. Open sends no
   // STAT for them: the STAT guards against opening a FIFO (the server's open(2) would block, and
   // it serves one request at a time), and a listed regular file is none unless someone swapped
   // it on the server since; then the OPEN hangs until --remote-timeout: a lost connection, never
@@ -1250,12 +1252,17 @@ struct SftpEnv::Impl {
   // then reads it: one round trip fewer).
   void Stated(const std::string& path, const sftp::Attrs& a) const {
     std::lock_guard<std::mutex> lock(listed_mu);
-    if (listed.size() + 1 > kMaxListed) listed.clear();
-    if (TypeOf(a) == io::EntryType::kRegular && a.has_size()) {
-      listed[path] = a.size;
-    } else {
+    if (TypeOf(a) != io::EntryType::kRegular || !a.has_size()) {
       listed.erase(path);
+      return;
     }
+    if (listed.size() + 1 > kMaxListed && !listed.count(path)) listed.clear();
+    listed[path] = a.size;
+  }
+  // A path a Stat or OPEN did not find (or could not): the next Open stats it again.
+  void Unlisted(const std::string& path) const {
+    std::lock_guard<std::mutex> lock(listed_mu);
+    listed.erase(path);
   }
   std::optional<uint64_t> ListedSize(const std::string& path) const {
     std::lock_guard<std::mutex> lock(listed_mu);
@@ -1396,7 +1403,10 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   sftp::StatusReply status;
   Result<std::string> handle = Impl::HandleOf(
       c, path, c.Call([&](uint32_t id) { return sftp::EncodeOpenRead(id, path); }), &status);
-  if (!handle.ok()) return handle.status();
+  if (!handle.ok()) {
+    impl_->Unlisted(path);
+    return handle.status();
+  }
   // FSTAT and, for a file STAT said is at most kReadAheadBytes, the READs of all of it, in one
   // write: the read-ahead block is then filled without a round trip of its own. The READs are
   // left out when the connection has no room for them in flight (the first ReadAt reads then).
@@ -1557,7 +1567,10 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
 
 Result<io::FileStat> SftpEnv::Stat(const std::string& path) const {
   Result<sftp::Attrs> a = Impl::StatOn(impl_->Any(), sftp::kStat, path);
-  if (!a.ok()) return a.status();
+  if (!a.ok()) {
+    impl_->Unlisted(path);
+    return a.status();
+  }
   impl_->Stated(path, *a);
   return ToFileStat(*a);
 }

@@ -957,6 +957,13 @@ TEST_CASE("sftp_env: List says each entry's size, and a listed regular file is o
   CHECK(stats_of("s") == 1);
   REQUIRE(env->Stat(root + "/p").ok());
   CHECK(env->Open(root + "/p").status().message() == root + "/p: is a FIFO, not a regular file");
+  // A path a Stat no longer finds is forgotten: made again as a FIFO, the Open stats it first
+  // and refuses it, without opening it (which would block the server).
+  fs::remove(root + "/s");
+  CHECK(env->Stat(root + "/s").status().code() == StatusCode::kNotFound);
+  REQUIRE(::mkfifo((root + "/s").c_str(), 0600) == 0);
+  CHECK(env->Open(root + "/s").status().message() == root + "/s: is a FIFO, not a regular file");
+  CHECK(stats_of("s") == 3);
   Result<std::unique_ptr<io::File>> p = env->Open(root + "/p");
   CHECK(p.status().message() == root + "/p: is a FIFO, not a regular file");
 
