@@ -42,6 +42,11 @@ class KeyTypeProbe {
   // The type byte to check the repository as (one `known` accepts), nullopt when none was seen;
   // `notes` says when the sample outvoted the manifest.
   std::optional<uint8_t> Choose(std::vector<std::string>& notes) const;
+  // The same for kFirstKnown, which writes no note.
+  std::optional<uint8_t> Choose() const {
+    std::vector<std::string> none;
+    return Choose(none);
+  }
   // The last type byte seen, known or not (the message when none is known names it).
   std::optional<uint8_t> last_seen() const { return last_seen_; }
 

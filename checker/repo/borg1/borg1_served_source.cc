@@ -28,7 +28,6 @@ using report::Stage;
 
 namespace {
 
-
 class Borg1ServedSource final : public ServedSegmentSource {
  public:
   Borg1ServedSource(const engine::CheckOptions& opts, io::ObjectService& service, const io::ServedRepository& repo)
@@ -101,8 +100,7 @@ Status Borg1ServedSource::ProbeModeAndLoadKey(engine::Plan& plan) {
     if (!IsManifestId(order_[i])) probe.Sample(type_of(order_[i]));
   }
   if (ended) return *ended;
-  std::vector<std::string> no_notes;  // the rule writes none
-  const std::optional<uint8_t> chosen = probe.Choose(no_notes);
+  const std::optional<uint8_t> chosen = probe.Choose();
   const std::optional<crypto::KeyMode> mode = chosen ? crypto::KeyModeFromTypeByte(*chosen) : std::nullopt;
   mode_known_ = true;
   if (!mode) {

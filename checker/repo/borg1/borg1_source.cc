@@ -33,7 +33,6 @@ using report::Stage;
 
 namespace {
 
-
 // One unit: a committed segment, or one the live list names that is missing.
 struct Unit {
   SegmentFile segment;
@@ -231,8 +230,7 @@ Status Borg1Source::ProbeModeAndLoadKey(engine::Plan& plan) {
   for (size_t i = 0; i < plan_.live.size() && !probe.Settled(); ++i) {
     if (!IsManifestId(plan_.live[i].id)) probe.Sample(type_of(plan_.live[i]));
   }
-  std::vector<std::string> no_notes;  // the rule writes none
-  const std::optional<uint8_t> chosen = probe.Choose(no_notes);
+  const std::optional<uint8_t> chosen = probe.Choose();
   const std::optional<crypto::KeyMode> mode = chosen ? crypto::KeyModeFromTypeByte(*chosen) : std::nullopt;
   mode_known_ = true;
   if (!mode) {

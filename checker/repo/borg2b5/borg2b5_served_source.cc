@@ -26,7 +26,6 @@ using report::Stage;
 
 namespace {
 
-
 // Wipes a string that held key text (the passphrase-protected blob: still not left about).
 void WipeString(std::string& s) {
   if (!s.empty()) OPENSSL_cleanse(s.data(), s.size());

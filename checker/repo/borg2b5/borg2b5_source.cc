@@ -28,7 +28,6 @@ using report::Stage;
 
 namespace {
 
-
 bool IsPut(const Borg2Entry& e) { return e.tag == kB2TagPut || e.tag == kB2TagPut2; }
 
 class Borg2b5Source final : public engine::EnvUnitSource {

@@ -160,8 +160,7 @@ Status BorgstoreSource::DetectMode() {
       probe.Sample(ProbeTypeByte(it->second->path, c.entry.offset, c.entry.size));
     }
   }
-  std::vector<std::string> no_notes;  // the rule writes none
-  if (std::optional<uint8_t> t = probe.Choose(no_notes)) type_ = crypto::MasterKeyTypeFromByte(*t);
+  if (std::optional<uint8_t> t = probe.Choose()) type_ = crypto::MasterKeyTypeFromByte(*t);
   if (type_) return Status::Ok();
   if (!probe.last_seen()) {
     if (index_.size() == 0 && !layout_.manifest_present) return Status::Ok();  // nothing to decrypt
