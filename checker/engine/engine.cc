@@ -412,11 +412,18 @@ void Engine::ReadOneUnit(size_t unit, std::shared_ptr<UnitTracker> tracker, bool
 void Engine::ReadAll() {
   // The schedule's units (all of them, in plan order, unless the state or a time budget says
   // otherwise: the UnitSchedule); no unit starts once the time budget is spent.
-  for (size_t u : schedule_.order()) {
+  const std::vector<size_t>& order = schedule_.order();
+  for (size_t i = 0; i < order.size(); ++i) {
+    const size_t u = order[i];
     // A lost connection to a remote store: no unit starts (each would only fail to read).
     if (Stopping() || schedule_.OutOfTime() || !source_.Lost().ok()) break;
     schedule_.Admit();
     if (plan_.in_order && !schedule_.MayStart()) break;
+    // One reader: the next two units' files may be opened while this one is read (a remote
+    // store's open is round trips; the hint is the source's to take or not).
+    if (plan_.in_order) {
+      for (size_t next = i + 1; next < order.size() && next <= i + 2; ++next) source_.WillRead(plan_.units[order[next]]);
+    }
     auto tracker = std::make_shared<UnitTracker>();
     tracker->unit_bytes = plan_.units[u].bytes;
     tracker->bytes_done = &bytes_done_;

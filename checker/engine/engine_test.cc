@@ -819,6 +819,28 @@ TEST_CASE("engine: no more units are read at once than the store has connections
   }
 }
 
+TEST_CASE("engine: an in-order reader names the next two units before it reads one (Env::OpenAhead); workers none",
+          "[engine][io]") {
+  FakeRepo repo(Uniform(5, 2));
+  for (bool in_order : {true, false}) {
+    INFO((in_order ? "in order" : "on workers"));
+    SourceConfig cfg;
+    cfg.in_order = in_order;
+    io::FaultEnv env;
+    FakeSource source(repo, cfg, env);
+    Run r = RunFake(source, 2);
+    REQUIRE(r.out.status.ok());
+    CHECK(r.out.summary.objects_verified == 10);
+    std::vector<std::string> expected;
+    if (in_order) {
+      for (size_t u = 0; u < 5; ++u) {
+        for (size_t next = u + 1; next < 5 && next <= u + 2; ++next) expected.push_back(repo.unit(next).path);
+      }
+    }
+    CHECK(env.OpenAheads() == expected);
+  }
+}
+
 TEST_CASE("engine: a stop request ends the run without a verdict (kInterrupted)", "[engine][stop]") {
   StopGuard guard;
   SECTION("in order: the units after the request are not read, Finish is not called") {

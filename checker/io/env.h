@@ -84,6 +84,13 @@ class Env {
   // those pages: the path's streaming Open drops them as it reads, and what is left goes when
   // that Env is destroyed. Others: Open.
   virtual Result<std::unique_ptr<File>> OpenToReadAgain(const std::string& path) const { return Open(path); }
+  // A hint that `path` will be opened soon (the next segment of a stream, the files a plan reads
+  // next). An Env whose Open costs round trips (sftp) may open it now, in the background, and
+  // the next Open (or OpenToReadAgain) of that path then takes that file: the only difference
+  // is that it was opened at the hint. A hint that could not be taken (too many pending, a
+  // failed open) changes nothing: that Open opens anew and answers what it finds then. Others
+  // (a local file system, where an open costs microseconds): nothing.
+  virtual void OpenAhead(const std::string& path) const { (void)path; }
   // The entries of a directory except "." and "..", in no particular order. kNotFound,
   // kCorruptMetadata (not a directory), kIoError.
   virtual Result<std::vector<DirEntry>> List(const std::string& dir) const = 0;

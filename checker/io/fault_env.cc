@@ -75,6 +75,19 @@ void FaultEnv::VanishAfterOpens(std::string suffix, unsigned opens) {
   rules_.push_back(MakeRule(Kind::kVanish, std::move(suffix), opens));
 }
 
+std::vector<std::string> FaultEnv::OpenAheads() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return open_aheads_;
+}
+
+void FaultEnv::OpenAhead(const std::string& path) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_aheads_.push_back(path);
+  }
+  base_.OpenAhead(path);
+}
+
 unsigned FaultEnv::Reads(const std::string& suffix) const {
   std::lock_guard<std::mutex> lock(mu_);
   unsigned n = 0;

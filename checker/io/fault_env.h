@@ -46,8 +46,11 @@ class FaultEnv final : public Env {
 
   // How many reads of files ending with `suffix` were made.
   unsigned Reads(const std::string& suffix) const;
+  // The paths OpenAhead was asked for, in order (forwarded to the base Env).
+  std::vector<std::string> OpenAheads() const;
 
   Result<std::unique_ptr<File>> Open(const std::string& path) const override;
+  void OpenAhead(const std::string& path) const override;
   Result<std::vector<DirEntry>> List(const std::string& dir) const override;
   Result<FileStat> Stat(const std::string& path) const override;
   Result<FileStat> Lstat(const std::string& path) const override;
@@ -84,6 +87,7 @@ class FaultEnv final : public Env {
   mutable std::vector<Rule> rules_;  // the rules are const while in use; their counters guarded by mu_
   mutable std::vector<std::pair<std::string, unsigned>> reads_;  // guarded by mu_
   mutable bool lost_ = false;                                    // guarded by mu_
+  mutable std::vector<std::string> open_aheads_;                 // guarded by mu_
 };
 
 }  // namespace borgcheck::io

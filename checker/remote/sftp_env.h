@@ -70,10 +70,17 @@ class SftpEnv final : public io::Env {
   // Round trips: Open is STAT, OPEN, then FSTAT with (for a file of at most 256 KiB) the READs
   // of all of it, so that its small reads need none of their own (no STAT for a regular file
   // that the latest List of its folder, or a Stat of it, named); List is OPENDIR, then
-  // READDIRs two at a time. Nothing is cached across calls: each Open reads the file anew.
+  // READDIRs two at a time. Nothing is cached across calls: each Open reads the file anew,
+  // except a file OpenAhead opened, which the next Open of its path takes.
   // FileStat from SFTP v3 attributes: type from the permission bits, size, mtime in whole
   // seconds (v3 has no more), inode 0 and ctime 0 (v3 has neither).
   Result<std::unique_ptr<io::File>> Open(const std::string& path) const override;
+  // Starts Open(path) on a thread of its own (its round trips overlap whatever the caller does
+  // next; LeastLoaded picks its connection); the next Open of the path joins it and takes the
+  // file, or opens anew when it failed. At most 6 at once, the oldest finished one let go for a
+  // new one (its handles closed); a path already pending, a hint beyond that or one after a
+  // lost connection is dropped. The destructor waits for the threads, then closes their files.
+  void OpenAhead(const std::string& path) const override;
   Result<std::vector<io::DirEntry>> List(const std::string& dir) const override;
   Result<io::FileStat> Stat(const std::string& path) const override;
   Result<io::FileStat> Lstat(const std::string& path) const override;

@@ -601,6 +601,115 @@ TEST_CASE("sftp_env: a large ReadAt is striped over every connection and equals 
   CHECK(env->Lost().ok());
 }
 
+TEST_CASE("sftp_env: OpenAhead opens a file once, and the next Open of the path takes it", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  std::map<std::string, std::string> files;
+  uint32_t seed = 30;
+  for (size_t size : {size_t(100), size_t(300 * 1024), size_t(2 << 20)}) {
+    const std::string path = root + "/f" + std::to_string(size);
+    files[path] = RandomBytes(size, seed++);
+    WriteFile(path, files[path]);
+  }
+  SftpOptions o;
+  o.connections = 2;
+  {
+    auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
+    for (const auto& [path, bytes] : files) {
+      env->OpenAhead(path);
+      env->OpenAhead(path);  // already pending: nothing more
+    }
+    for (const auto& [path, bytes] : files) {
+      INFO(path);
+      Result<std::string> whole = env->ReadWholeFile(path, 10 << 20);
+      REQUIRE(whole.ok());
+      CHECK(*whole == bytes);
+    }
+  }
+  // The Env is gone: every ssh ended, so the log is whole.
+  const std::string log = ReadFile(dir.path() + "/log");
+  for (const auto& [path, bytes] : files) {
+    INFO(path);
+    CHECK(CountOf(log, "open \"" + path + "\" flags READ") == 1);
+    const std::vector<uint64_t> read = ClosedHandlesRead(log, path);
+    REQUIRE(read.size() == 1);
+    CHECK(read[0] == bytes.size());
+  }
+}
+
+TEST_CASE("sftp_env: a failed OpenAhead is not the answer; hints beyond six; unused ones are closed", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  {
+    auto env = MustConnect(LoggingServerTarget(dir, root), root);
+    // Missing at the hint, missing at the Open: what the Open finds.
+    env->OpenAhead(root + "/none");
+    CHECK(env->Open(root + "/none").status().code() == StatusCode::kNotFound);
+    // Made just after the hint: whether the hint saw it or not, the Open finds it.
+    const std::string late = root + "/late";
+    env->OpenAhead(late);
+    WriteFile(late, "made after the hint");
+    Result<std::string> got = env->ReadWholeFile(late, 100);
+    REQUIRE(got.ok());
+    CHECK(*got == "made after the hint");
+    // Ten hints: some are dropped or let go; every Open still reads its own file.
+    std::vector<std::string> paths;
+    for (int i = 0; i < 10; ++i) {
+      paths.push_back(root + "/h" + std::to_string(i));
+      WriteFile(paths.back(), "file " + std::to_string(i));
+    }
+    for (const std::string& p : paths) env->OpenAhead(p);
+    for (int i = 0; i < 10; ++i) {
+      Result<std::string> h = env->ReadWholeFile(paths[size_t(i)], 100);
+      REQUIRE(h.ok());
+      CHECK(*h == "file " + std::to_string(i));
+    }
+    // Hints nobody takes: closed when the Env goes.
+    env->OpenAhead(paths[0]);
+    env->OpenAhead(paths[1]);
+  }
+  const std::string log = ReadFile(dir.path() + "/log");
+  CHECK(CountOf(log, "flags READ") == CountOf(log, "close \"" + root + "/"));  // every handle closed
+  CHECK(CountOf(log, "open \"" + root + "/h0\" flags READ") >= 2);  // read, then hinted again
+  for (int i = 0; i < 10; ++i) {
+    const std::string p = root + "/h" + std::to_string(i);
+    INFO(p);
+    CHECK(CountOf(log, "open \"" + p + "\" flags READ") >= 1);
+    CHECK(CountOf(log, "open \"" + p + "\" flags READ") <= 3);
+  }
+}
+
+TEST_CASE("sftp_env: a file under 8 MiB is read on one handle, however large the read", "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const size_t size = (8 << 20) - 1;
+  const std::string bytes = RandomBytes(size, 13);
+  const std::string path = root + "/index.7";
+  WriteFile(path, bytes);
+  SftpOptions o;
+  o.connections = 4;
+  auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
+  {
+    Result<std::unique_ptr<io::File>> f = env->Open(path);
+    REQUIRE(f.ok());
+    std::string got(size, '\0');
+    REQUIRE((*f)->ReadAt(0, size, reinterpret_cast<uint8_t*>(got.data())).ok());
+    CHECK(got == bytes);
+  }
+  for (int i = 0; i < 4; ++i) REQUIRE(env->Stat(path).ok());
+  const std::string log = ReadFile(dir.path() + "/log");
+  CHECK(CountOf(log, "open \"" + path + "\" flags READ") == 1);
+  const std::vector<uint64_t> read = ClosedHandlesRead(log, path);
+  REQUIRE(read.size() == 1);
+  CHECK(read[0] == size);
+}
+
 TEST_CASE("sftp_env: concurrent large ReadAts open the stripes once and read exactly", "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;

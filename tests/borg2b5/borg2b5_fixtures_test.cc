@@ -308,7 +308,8 @@ void FixPut2(const RepoCopy& c, const std::string& rel, uint64_t offset) {
 std::vector<repo::Borg2Entry> Segment2Entries(const std::string& path) {
   Result<repo::Borg2Config> cfg = repo::IdentifyBorg2Repository(io::Env::Default(), path, false);
   REQUIRE(cfg.ok());
-  Result<repo::Borg2Plan> plan = repo::PlanBorg2Repository(io::Env::Default(), path, *cfg);
+  Result<repo::Borg2Plan> plan =
+      repo::PlanBorg2Repository(io::Env::Default(), path, *cfg, repo::FindIndexTransaction(io::Env::Default(), path));
   REQUIRE(plan.ok());
   for (const repo::Borg2Segment& s : plan->segments) {
     if (s.number == 2) return s.entries;

@@ -126,7 +126,8 @@ Result<RepoConfig> IdentifyRepository(const io::Env& env, const std::string& pat
   return config;
 }
 
-Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& path, const RepoConfig& config) {
+Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& path, const RepoConfig& config,
+                                      std::optional<uint32_t> index_txn) {
   RepositoryPlan plan;
   plan.path = path;
   plan.config = config;
@@ -138,7 +139,6 @@ Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& pat
   if (!log.ok()) return log.status();
 
   // 3. The index and its integrity file.
-  std::optional<uint32_t> index_txn = FindIndexTransaction(env, path);
   std::optional<HashIndexContents> index;
   std::optional<std::string> damaged_index;  // the bytes of an index that cannot be used (to name losses)
   std::string damaged_why;

@@ -145,7 +145,8 @@ Result<engine::Plan> Borg1Source::MakePlan() {
   if (!config.ok()) return config.status();
   config_ = std::move(config).value();
   index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
-  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_);
+  OpenIndexFilesAhead(env_, opts_.repository, index_txn_at_start_);
+  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_, index_txn_at_start_);
   if (!planned.ok()) return planned.status();
   plan_ = std::move(planned).value();
 

@@ -260,12 +260,11 @@ struct IndexInfo {
   std::map<std::pair<uint32_t, uint32_t>, size_t> by_location;
 };
 
-// Reads index.T and its integrity file; a finding (warning) when it exists but cannot be used.
-// An index that exists but cannot be used keeps its bytes in *damaged (to name lost objects:
-// segment_log/segment_records.h) and why in *damaged_why.
-std::optional<IndexInfo> LoadIndex(const io::Env& env, const std::string& path, Borg2Plan& plan,
-                                   std::optional<std::string>* damaged, std::string* damaged_why) {
-  std::optional<uint32_t> t = FindIndexTransaction(env, path);
+// Reads index.T (T = FindIndexTransaction's answer) and its integrity file; a finding (warning)
+// when it exists but cannot be used. An index that exists but cannot be used keeps its bytes in
+// *damaged (to name lost objects: segment_log/segment_records.h) and why in *damaged_why.
+std::optional<IndexInfo> LoadIndex(const io::Env& env, const std::string& path, std::optional<uint32_t> t,
+                                   Borg2Plan& plan, std::optional<std::string>* damaged, std::string* damaged_why) {
   if (!t) {
     plan.notes.push_back("no index.T: the log replay is not cross-checked against an index");
     return std::nullopt;
@@ -419,7 +418,8 @@ void WalkSegment(const io::Env& env, Borg2Segment& seg, const IndexInfo* index, 
 
 }  // namespace
 
-Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& path, const Borg2Config& config) {
+Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& path, const Borg2Config& config,
+                                      std::optional<uint32_t> index_txn) {
   Borg2Plan plan;
   plan.path = path;
   plan.config = config;
@@ -430,7 +430,7 @@ Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& pat
   if (!log.ok()) return log.status();
   std::optional<std::string> damaged_index;  // an index.T that cannot be used: names lost objects
   std::string damaged_why;
-  std::optional<IndexInfo> index = LoadIndex(env, path, plan, &damaged_index, &damaged_why);
+  std::optional<IndexInfo> index = LoadIndex(env, path, index_txn, plan, &damaged_index, &damaged_why);
 
   // A record of a newer transaction than the log's newest COMMIT (index.T, else hints.T or
   // integrity.T) proves that commit: segment T must hold it.

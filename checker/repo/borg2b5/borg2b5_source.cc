@@ -106,7 +106,8 @@ Result<engine::Plan> Borg2b5Source::MakePlan() {
   Result<Borg2Config> config = IdentifyBorg2Repository(env_, opts_.repository, opts_.bypass_lock);
   if (!config.ok()) return config.status();
   index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
-  Result<Borg2Plan> planned = PlanBorg2Repository(env_, opts_.repository, *config);
+  OpenIndexFilesAhead(env_, opts_.repository, index_txn_at_start_);
+  Result<Borg2Plan> planned = PlanBorg2Repository(env_, opts_.repository, *config, index_txn_at_start_);
   if (!planned.ok()) return planned.status();
   plan_ = std::move(planned).value();
 

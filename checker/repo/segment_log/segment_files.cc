@@ -88,6 +88,11 @@ std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::stri
   return best;
 }
 
+void OpenIndexFilesAhead(const io::Env& env, const std::string& repo, std::optional<uint32_t> t) {
+  if (!t) return;
+  for (const char* name : {"index", "integrity", "hints"}) env.OpenAhead(repo + "/" + name + "." + std::to_string(*t));
+}
+
 std::optional<uint32_t> NewestCommitted(const io::Env& env, const std::vector<SegmentFile>& segments, Bytes commit) {
   for (auto it = segments.rbegin(); it != segments.rend(); ++it) {
     if (EndsWithCommit(env, *it, commit)) return it->number;

@@ -37,6 +37,9 @@ std::string SegmentPath(const std::string& repo, uint32_t segments_per_dir, uint
 
 // Highest T of a non-empty regular file index.T in the repository directory, if any.
 std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::string& repo);
+// Tells `env` that a plan reads index.T, integrity.T and hints.T next (io::Env::OpenAhead: a
+// remote store opens them at once, while the plan lists the segments). Nothing without a T.
+void OpenIndexFilesAhead(const io::Env& env, const std::string& repo, std::optional<uint32_t> t);
 
 // Whether the segment's last bytes are `commit` (the COMMIT entry of its generation).
 bool EndsWithCommit(const io::Env& env, const SegmentFile& s, Bytes commit);
