@@ -889,9 +889,27 @@ class SftpFile final : public io::File {
 
   Status ReadAt(uint64_t offset, size_t n, uint8_t* dst) const override {
     if (n == 0) return Status::Ok();
+    // The read-ahead block serves any read below kStripeMinBytes it holds (a small file's whole
+    // read, an object the archive pass reads after its header); a read of kSmallRead or more that
+    // begins in it takes what it holds and reads the rest (an object larger than the block). A
+    // small read it does not hold refills it from its offset (a walk of entry headers).
+    size_t from_cache = 0;
+    if (n < kStripeMinBytes && offset < size_ && n <= size_ - offset) {
+      std::lock_guard<std::mutex> lock(cache_mu_);
+      if (offset >= cache_offset_ && offset - cache_offset_ < cache_.size()) {
+        from_cache = std::min<size_t>(n, cache_.size() - size_t(offset - cache_offset_));
+      }
+      if (from_cache == n || (from_cache > 0 && n >= kSmallRead)) {
+        std::memcpy(dst, cache_.data() + (offset - cache_offset_), from_cache);
+      } else {
+        from_cache = 0;
+      }
+    }
+    if (from_cache == n) return Status::Ok();
+    if (from_cache > 0) return ReadDirect(offset + from_cache, n - from_cache, dst + from_cache);
     if (n < kSmallRead && offset < size_ && n <= size_ - offset) {
       std::lock_guard<std::mutex> lock(cache_mu_);
-      if (offset >= cache_offset_ && offset - cache_offset_ + n <= cache_.size()) {
+      if (offset >= cache_offset_ && offset - cache_offset_ + n <= cache_.size()) {  // filled since
         std::memcpy(dst, cache_.data() + (offset - cache_offset_), n);
         return Status::Ok();
       }
@@ -910,6 +928,18 @@ class SftpFile final : public io::File {
     }
     if (n >= kStripeMinBytes) return ReadStream(offset, n, dst);
     return ReadDirect(offset, n, dst);
+  }
+
+  // Opens the stripes now, as the first large read would (a file opened ahead: their round
+  // trips then overlap the reads before it too). Nothing for a file under kStripeMinFileBytes or
+  // without other connections. A lost connection is the reads' to report (ReadStream checks
+  // every connection), as after a first large read that lost one.
+  void OpenStripesAhead() const {
+    if (others_.empty() || size_ < kStripeMinFileBytes) return;
+    std::lock_guard<std::mutex> lock(stripe_mu_);
+    if (stripes_tried_) return;
+    stripes_tried_ = true;
+    (void)OpenStripesLocked();
   }
 
  private:
@@ -1457,6 +1487,7 @@ void SftpEnv::OpenAhead(const std::string& path) const {
   try {
     a->thread = std::thread([impl, raw] {
       raw->file = impl->OpenNow(raw->path);
+      if (raw->file.ok()) static_cast<const SftpFile&>(**raw->file).OpenStripesAhead();
       raw->done.store(true);
     });
   } catch (const std::system_error&) {
