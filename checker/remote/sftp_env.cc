@@ -441,6 +441,7 @@ class Connection {
   }
 
   std::atomic<int> open_files{0};
+  std::atomic<int> opening{0};  // SftpEnv::Impl::OpenNow calls under way on it (LeastLoaded)
 
  private:
   struct Slot {
@@ -1348,7 +1349,10 @@ struct SftpEnv::Impl {
   const std::shared_ptr<Connection>& LeastLoaded() const {
     size_t best = 0;
     for (size_t i = 1; i < conns.size(); ++i) {
-      if (conns[i]->open_files.load() < conns[best]->open_files.load()) best = i;
+      if (conns[i]->open_files.load() + conns[i]->opening.load() <
+          conns[best]->open_files.load() + conns[best]->opening.load()) {
+        best = i;
+      }
     }
     return conns[best];
   }
@@ -1462,7 +1466,9 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   if (std::unique_ptr<Impl::OpenedAhead> a = impl_->TakeOpenedAhead(path)) {
     a->thread.join();  // at most the rest of its round trips
     if (a->file.ok()) return std::move(a->file);
-    // A failed open ahead is not the answer: this Open's is (the path may exist by now).
+    // A failed open ahead is not the answer: this Open's is (the path may exist by now); but
+    // after a lost connection it is (another try could wait a whole --remote-timeout more).
+    if (!impl_->loss->Get().ok()) return a->file.status();
   }
   return impl_->OpenNow(path);
 }
@@ -1498,6 +1504,10 @@ void SftpEnv::OpenAhead(const std::string& path) const {
 
 Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path) const {
   const std::shared_ptr<Connection> conn = LeastLoaded();
+  // Counted from here until the file exists (or the open failed): opens made at once (files
+  // opened ahead) go to different connections.
+  conn->opening.fetch_add(1);
+  ScopeExit opened([&] { conn->opening.fetch_sub(1); });
   Connection& c = *conn;
   // STAT first: the server's open(2) of a FIFO would block it, and it serves one request at
   // a time. Not for a regular file a listing named (Impl::listed): the listing said so.

@@ -49,8 +49,8 @@ Result<DetectedFormat> DetectFormat(const io::Env& env, const std::string& path)
                   path + " is not a borg repository: 'config' has no [repository] version" + expected);
   }
   const std::string& version = ini->at("repository").at("version");
-  if (version == "1") return DetectedFormat{RepoFormat::kBorg1, 1};
-  if (version == "2") return DetectedFormat{RepoFormat::kBorg2Segments, 2};
+  if (version == "1") return DetectedFormat{RepoFormat::kBorg1, 1, std::move(text).value()};
+  if (version == "2") return DetectedFormat{RepoFormat::kBorg2Segments, 2, std::move(text).value()};
   return Status(StatusCode::kUnsupported,
                 "unsupported repository version " + version + " at " + path +
                     " (borgcheck knows versions 1 and 2 with an INI config)");

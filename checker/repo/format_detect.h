@@ -8,6 +8,7 @@
 // Thread contract: a pure function over the file system; called once before planning.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "checker/base/status.h"
@@ -20,6 +21,9 @@ enum class RepoFormat { kBorg1, kBorg2Segments, kBorgstoreV3, kBorgstoreV4 };
 struct DetectedFormat {
   RepoFormat format = RepoFormat::kBorg1;
   int version = 0;  // the repository version number found on disk
+  // Versions 1 and 2: the INI `config` as read here, so that the generation's plan reads it no
+  // more (over sftp the directory's STAT and the config's read are three round trips).
+  std::optional<std::string> config_text = std::nullopt;
 };
 
 // kNotFound: no such path; kNotARepository: exists but is none of the above (the message

@@ -16,7 +16,8 @@
 namespace borgcheck::run {
 namespace {
 
-using MakeSource = std::unique_ptr<engine::ObjectSource> (*)(const CheckOptions&, const io::Env&);
+using MakeSource = std::unique_ptr<engine::ObjectSource> (*)(const CheckOptions&, const io::Env&,
+                                                            const repo::DetectedFormat&);
 
 // The format table: every generation borgcheck checks (repo/format_detect.h tells them apart).
 struct Generation {
@@ -24,9 +25,21 @@ struct Generation {
   MakeSource make;
 };
 constexpr Generation kGenerations[] = {
-    {repo::RepoFormat::kBorg1, repo::MakeBorg1Source},              // repository version 1
-    {repo::RepoFormat::kBorg2Segments, repo::MakeBorg2b5Source},    // version 2: 2.0.0b1..b9
-    {repo::RepoFormat::kBorgstoreV4, repo::MakeBorgstoreSource},    // version 4: 2.0.0b22..master
+    // repository version 1; the config as detection read it
+    {repo::RepoFormat::kBorg1,
+     [](const CheckOptions& o, const io::Env& env, const repo::DetectedFormat& f) {
+       return repo::MakeBorg1Source(o, env, f.config_text);
+     }},
+    // version 2: 2.0.0b1..b9
+    {repo::RepoFormat::kBorg2Segments,
+     [](const CheckOptions& o, const io::Env& env, const repo::DetectedFormat& f) {
+       return repo::MakeBorg2b5Source(o, env, f.config_text);
+     }},
+    // version 4: 2.0.0b22..master
+    {repo::RepoFormat::kBorgstoreV4,
+     [](const CheckOptions& o, const io::Env& env, const repo::DetectedFormat&) {
+       return repo::MakeBorgstoreSource(o, env);
+     }},
 };
 
 }  // namespace
@@ -40,7 +53,7 @@ CheckOutcome RunCheck(const CheckOptions& options, const ProgressCallback& progr
     return out;
   }
   for (const Generation& g : kGenerations) {
-    if (g.format == format->format) return schedule::RunScheduled(*g.make(options, env), options, progress);
+    if (g.format == format->format) return schedule::RunScheduled(*g.make(options, env, *format), options, progress);
   }
   out.status = Status(StatusCode::kUnsupported,
                       "unsupported repository version " + std::to_string(format->version) + " at " +

@@ -112,7 +112,7 @@ const LiveObject* RepositoryPlan::FindById(const std::array<uint8_t, 32>& id) co
 }
 
 Result<RepoConfig> IdentifyRepository(const io::Env& env, const std::string& path, const OpenOptions& opts) {
-  Result<std::string> text = ReadSegmentLogConfig(env, path);
+  Result<std::string> text = ReadSegmentLogConfig(env, path, opts.config_text);
   if (!text.ok()) return text.status();
   Result<RepoConfig> config = ParseRepoConfig(*text);
   if (!config.ok()) {

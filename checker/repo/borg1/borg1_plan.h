@@ -66,6 +66,7 @@ struct RepositoryPlan {
 
 struct OpenOptions {
   bool bypass_lock = false;
+  std::optional<std::string> config_text = std::nullopt;  // DetectedFormat::config_text: not read again
 };
 
 // Steps 1 only: is this a borg 1.x repository we can check? kNotFound (no such path),

@@ -44,8 +44,12 @@ struct Unit {
 
 class Borg1Source final : public engine::EnvUnitSource {
  public:
-  Borg1Source(const engine::CheckOptions& opts, const io::Env& env)
-      : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data), record_events_(opts.shard_n > 0) {}
+  Borg1Source(const engine::CheckOptions& opts, const io::Env& env, std::optional<std::string> config_text)
+      : engine::EnvUnitSource(env),
+        opts_(opts),
+        config_text_(std::move(config_text)),
+        verify_data_(opts.verify_data),
+        record_events_(opts.shard_n > 0) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override {
@@ -97,6 +101,7 @@ class Borg1Source final : public engine::EnvUnitSource {
   void CheckManifest(engine::FinishContext& ctx) const;
 
   const engine::CheckOptions& opts_;
+  const std::optional<std::string> config_text_;  // as format detection read it, or nullopt
   bool verify_data_;  // opts_.verify_data until FallBackToKeyless
 
   // const after LoadKey (read by the workers)
@@ -141,7 +146,7 @@ class Borg1Source final : public engine::EnvUnitSource {
 };
 
 Result<engine::Plan> Borg1Source::MakePlan() {
-  Result<RepoConfig> config = IdentifyRepository(env_, opts_.repository, {opts_.bypass_lock});
+  Result<RepoConfig> config = IdentifyRepository(env_, opts_.repository, {opts_.bypass_lock, config_text_});
   if (!config.ok()) return config.status();
   config_ = std::move(config).value();
   index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
@@ -787,8 +792,9 @@ void Borg1Source::Finish(engine::FinishContext& ctx) {
 
 }  // namespace
 
-std::unique_ptr<engine::ObjectSource> MakeBorg1Source(const engine::CheckOptions& options, const io::Env& env) {
-  return std::make_unique<Borg1Source>(options, env);
+std::unique_ptr<engine::ObjectSource> MakeBorg1Source(const engine::CheckOptions& options, const io::Env& env,
+                                                      std::optional<std::string> config_text) {
+  return std::make_unique<Borg1Source>(options, env, std::move(config_text));
 }
 
 }  // namespace borgcheck::repo

@@ -19,6 +19,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "checker/engine/check_options.h"
 #include "checker/engine/object_source.h"
@@ -26,6 +28,8 @@
 
 namespace borgcheck::repo {
 
-std::unique_ptr<engine::ObjectSource> MakeBorg1Source(const engine::CheckOptions& options, const io::Env& env);
+// `config_text`: the config as format detection read it (DetectedFormat), or nullopt (read here).
+std::unique_ptr<engine::ObjectSource> MakeBorg1Source(const engine::CheckOptions& options, const io::Env& env,
+                                                      std::optional<std::string> config_text = std::nullopt);
 
 }  // namespace borgcheck::repo

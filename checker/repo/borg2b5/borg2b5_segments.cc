@@ -182,8 +182,9 @@ Result<Borg2Config> ParseBorg2Config(std::string_view text) {
   return c;
 }
 
-Result<Borg2Config> IdentifyBorg2Repository(const io::Env& env, const std::string& path, bool bypass_lock) {
-  Result<std::string> text = ReadSegmentLogConfig(env, path);
+Result<Borg2Config> IdentifyBorg2Repository(const io::Env& env, const std::string& path, bool bypass_lock,
+                                            const std::optional<std::string>& config_text) {
+  Result<std::string> text = ReadSegmentLogConfig(env, path, config_text);
   if (!text.ok()) return text.status();
   Result<Borg2Config> config = ParseBorg2Config(*text);
   if (!config.ok()) return Status(config.status().code(), path + ": " + config.status().message());

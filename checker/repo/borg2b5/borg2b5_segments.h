@@ -109,7 +109,9 @@ Result<Borg2Config> ParseBorg2Config(std::string_view text);
 // Identifies a repository version 2 directory and refuses borg's held lock (lock.exclusive),
 // unless bypass_lock (borg_lock.h: CheckBorgLock; a stale lock is a warning in lock_findings).
 // kNotFound, kNotARepository, kUnsupported, kLockHeld, kIoError, kCorruptMetadata.
-Result<Borg2Config> IdentifyBorg2Repository(const io::Env& env, const std::string& path, bool bypass_lock);
+// `config_text`: the config as format detection read it (not read again), or nullopt.
+Result<Borg2Config> IdentifyBorg2Repository(const io::Env& env, const std::string& path, bool bypass_lock,
+                                            const std::optional<std::string>& config_text = std::nullopt);
 
 // ---- index.T ------------------------------------------------------------------------------------
 

@@ -32,8 +32,8 @@ bool IsPut(const Borg2Entry& e) { return e.tag == kB2TagPut || e.tag == kB2TagPu
 
 class Borg2b5Source final : public engine::EnvUnitSource {
  public:
-  Borg2b5Source(const engine::CheckOptions& opts, const io::Env& env)
-      : engine::EnvUnitSource(env), opts_(opts), verify_data_(opts.verify_data) {}
+  Borg2b5Source(const engine::CheckOptions& opts, const io::Env& env, std::optional<std::string> config_text)
+      : engine::EnvUnitSource(env), opts_(opts), config_text_(std::move(config_text)), verify_data_(opts.verify_data) {}
 
   Result<engine::Plan> MakePlan() override;
   Status LoadKey(engine::Plan& plan) override {
@@ -77,6 +77,7 @@ class Borg2b5Source final : public engine::EnvUnitSource {
   void VerifyManifestTam(engine::FinishContext& ctx, const Borg2Segment& seg, const Borg2Entry& entry) const;
 
   const engine::CheckOptions& opts_;
+  const std::optional<std::string> config_text_;  // as format detection read it, or nullopt
   bool verify_data_;  // opts_.verify_data until FallBackToKeyless
 
   // const after LoadKey (read by the workers)
@@ -103,7 +104,7 @@ std::optional<ByteBuffer> Borg2b5Source::ReadEntry(const Borg2Segment& seg, cons
 }
 
 Result<engine::Plan> Borg2b5Source::MakePlan() {
-  Result<Borg2Config> config = IdentifyBorg2Repository(env_, opts_.repository, opts_.bypass_lock);
+  Result<Borg2Config> config = IdentifyBorg2Repository(env_, opts_.repository, opts_.bypass_lock, config_text_);
   if (!config.ok()) return config.status();
   index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
   OpenIndexFilesAhead(env_, opts_.repository, index_txn_at_start_);
@@ -332,8 +333,9 @@ Status Borg2b5Source::LoadEvidence(const nlohmann::json& in) {
 
 }  // namespace
 
-std::unique_ptr<engine::ObjectSource> MakeBorg2b5Source(const engine::CheckOptions& options, const io::Env& env) {
-  return std::make_unique<Borg2b5Source>(options, env);
+std::unique_ptr<engine::ObjectSource> MakeBorg2b5Source(const engine::CheckOptions& options, const io::Env& env,
+                                                        std::optional<std::string> config_text) {
+  return std::make_unique<Borg2b5Source>(options, env, std::move(config_text));
 }
 
 }  // namespace borgcheck::repo

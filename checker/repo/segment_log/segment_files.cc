@@ -100,7 +100,9 @@ std::optional<uint32_t> NewestCommitted(const io::Env& env, const std::vector<Se
   return std::nullopt;
 }
 
-Result<std::string> ReadSegmentLogConfig(const io::Env& env, const std::string& path) {
+Result<std::string> ReadSegmentLogConfig(const io::Env& env, const std::string& path,
+                                         const std::optional<std::string>& known) {
+  if (known) return *known;
   Result<io::FileStat> st = env.Stat(path);
   if (!st.ok()) {
     if (st.status().code() == StatusCode::kNotFound) {

@@ -48,7 +48,9 @@ std::optional<uint32_t> NewestCommitted(const io::Env& env, const std::vector<Se
 
 // The directory and `config` file of a segment-log repository: kNotFound (no such path),
 // kNotARepository (not a directory, no config), kIoError; the config's text otherwise.
-Result<std::string> ReadSegmentLogConfig(const io::Env& env, const std::string& path);
+// `known`: the text format detection read (DetectedFormat::config_text), returned as it is.
+Result<std::string> ReadSegmentLogConfig(const io::Env& env, const std::string& path,
+                                         const std::optional<std::string>& known = std::nullopt);
 
 enum class IntegrityOutcome {
   kVerified,
