@@ -309,7 +309,7 @@ std::vector<repo::Borg2Entry> Segment2Entries(const std::string& path) {
   Result<repo::Borg2Config> cfg = repo::IdentifyBorg2Repository(io::Env::Default(), path, false);
   REQUIRE(cfg.ok());
   Result<repo::Borg2Plan> plan =
-      repo::PlanBorg2Repository(io::Env::Default(), path, *cfg, repo::FindIndexTransaction(io::Env::Default(), path));
+      repo::PlanBorg2Repository(io::Env::Default(), path, *cfg, repo::ListRepoFolder(io::Env::Default(), path));
   REQUIRE(plan.ok());
   for (const repo::Borg2Segment& s : plan->segments) {
     if (s.number == 2) return s.entries;

@@ -127,7 +127,8 @@ Result<RepoConfig> IdentifyRepository(const io::Env& env, const std::string& pat
 }
 
 Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& path, const RepoConfig& config,
-                                      std::optional<uint32_t> index_txn) {
+                                      const RepoFolder& folder) {
+  const std::optional<uint32_t> index_txn = folder.index_txn;
   RepositoryPlan plan;
   plan.path = path;
   plan.config = config;
@@ -135,7 +136,7 @@ Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& pat
 
   // 2. Segments and the newest COMMIT.
   Result<SegmentLog> log =
-      ListSegmentLog(env, path, config.segments_per_dir, Bytes(kCommitEntry, sizeof kCommitEntry));
+      ListSegmentLog(env, path, config.segments_per_dir, Bytes(kCommitEntry, sizeof kCommitEntry), folder);
   if (!log.ok()) return log.status();
 
   // 3. The index and its integrity file.

@@ -74,9 +74,9 @@ struct OpenOptions {
 // warning in lock_findings instead), kCorruptMetadata (config unreadable).
 Result<RepoConfig> IdentifyRepository(const io::Env& env, const std::string& path, const OpenOptions& opts);
 
-// Steps 2-5, reading through `env`. `index_txn`: FindIndexTransaction's answer, as the caller
-// found it (the one listing it compares with at the end: ChangedSinceStart).
+// Steps 2-5, reading through `env`. `folder`: the repository folder as the caller listed it
+// (ListRepoFolder: the index transaction it compares with at the end, ChangedSinceStart).
 Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& path, const RepoConfig& config,
-                                      std::optional<uint32_t> index_txn);
+                                      const RepoFolder& folder);
 
 }  // namespace borgcheck::repo

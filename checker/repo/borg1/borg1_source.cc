@@ -149,9 +149,10 @@ Result<engine::Plan> Borg1Source::MakePlan() {
   Result<RepoConfig> config = IdentifyRepository(env_, opts_.repository, {opts_.bypass_lock, config_text_});
   if (!config.ok()) return config.status();
   config_ = std::move(config).value();
-  index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
+  const RepoFolder folder = ListRepoFolder(env_, opts_.repository);
+  index_txn_at_start_ = folder.index_txn;
   OpenIndexFilesAhead(env_, opts_.repository, index_txn_at_start_);
-  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_, index_txn_at_start_);
+  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_, folder);
   if (!planned.ok()) return planned.status();
   plan_ = std::move(planned).value();
 

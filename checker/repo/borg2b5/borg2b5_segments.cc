@@ -420,18 +420,19 @@ void WalkSegment(const io::Env& env, Borg2Segment& seg, const IndexInfo* index, 
 }  // namespace
 
 Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& path, const Borg2Config& config,
-                                      std::optional<uint32_t> index_txn) {
+                                      const RepoFolder& folder) {
   Borg2Plan plan;
   plan.path = path;
   plan.config = config;
   plan.findings = config.lock_findings;
 
   // 1. Segments, the newest COMMIT, the index and the other records.
-  Result<SegmentLog> log = ListSegmentLog(env, path, config.segments_per_dir, Bytes(kCommitEntry, kB2CommitSize));
+  Result<SegmentLog> log =
+      ListSegmentLog(env, path, config.segments_per_dir, Bytes(kCommitEntry, kB2CommitSize), folder);
   if (!log.ok()) return log.status();
   std::optional<std::string> damaged_index;  // an index.T that cannot be used: names lost objects
   std::string damaged_why;
-  std::optional<IndexInfo> index = LoadIndex(env, path, index_txn, plan, &damaged_index, &damaged_why);
+  std::optional<IndexInfo> index = LoadIndex(env, path, folder.index_txn, plan, &damaged_index, &damaged_why);
 
   // A record of a newer transaction than the log's newest COMMIT (index.T, else hints.T or
   // integrity.T) proves that commit: segment T must hold it.

@@ -168,9 +168,9 @@ struct Borg2Plan {
 
 // Steps 1-4 above. Fails only when there is nothing to check: no data/ directory (kNotARepository),
 // no segment at all or no committed transaction (kCorruptMetadata), or an I/O error listing.
-// `index_txn`: FindIndexTransaction's answer, as the caller found it (the one listing it
-// compares with at the end: ChangedSinceStart).
+// `folder`: the repository folder as the caller listed it (ListRepoFolder: the index
+// transaction it compares with at the end, ChangedSinceStart).
 Result<Borg2Plan> PlanBorg2Repository(const io::Env& env, const std::string& path, const Borg2Config& config,
-                                      std::optional<uint32_t> index_txn);
+                                      const RepoFolder& folder);
 
 }  // namespace borgcheck::repo

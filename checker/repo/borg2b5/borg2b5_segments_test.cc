@@ -71,7 +71,8 @@ class Copy {
 Borg2Plan PlanOf(const std::string& path) {
   Result<Borg2Config> cfg = IdentifyBorg2Repository(io::Env::Default(), path, false);
   REQUIRE(cfg.ok());
-  Result<Borg2Plan> plan = PlanBorg2Repository(io::Env::Default(), path, *cfg, FindIndexTransaction(io::Env::Default(), path));
+  Result<Borg2Plan> plan =
+      PlanBorg2Repository(io::Env::Default(), path, *cfg, ListRepoFolder(io::Env::Default(), path));
   INFO(plan.status().message());
   REQUIRE(plan.ok());
   return std::move(plan).value();
@@ -371,7 +372,7 @@ TEST_CASE("b5 plan: a lock held by borg refuses the check unless bypassed", "[bo
   REQUIRE(stale->lock_findings.size() == 1);
   CHECK(stale->lock_findings[0].location == "lock.exclusive");
   Result<Borg2Plan> plan = PlanBorg2Repository(io::Env::Default(), c.path(), *stale,
-                                               FindIndexTransaction(io::Env::Default(), c.path()));
+                                               ListRepoFolder(io::Env::Default(), c.path()));
   REQUIRE(plan.ok());
   REQUIRE_FALSE(plan->findings.empty());
   CHECK(plan->findings[0].message.rfind("stale lock: lock.exclusive is empty", 0) == 0);

@@ -106,9 +106,10 @@ std::optional<ByteBuffer> Borg2b5Source::ReadEntry(const Borg2Segment& seg, cons
 Result<engine::Plan> Borg2b5Source::MakePlan() {
   Result<Borg2Config> config = IdentifyBorg2Repository(env_, opts_.repository, opts_.bypass_lock, config_text_);
   if (!config.ok()) return config.status();
-  index_txn_at_start_ = FindIndexTransaction(env_, opts_.repository);
+  const RepoFolder folder = ListRepoFolder(env_, opts_.repository);
+  index_txn_at_start_ = folder.index_txn;
   OpenIndexFilesAhead(env_, opts_.repository, index_txn_at_start_);
-  Result<Borg2Plan> planned = PlanBorg2Repository(env_, opts_.repository, *config, index_txn_at_start_);
+  Result<Borg2Plan> planned = PlanBorg2Repository(env_, opts_.repository, *config, folder);
   if (!planned.ok()) return planned.status();
   plan_ = std::move(planned).value();
 

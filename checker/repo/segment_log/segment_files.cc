@@ -72,10 +72,10 @@ Result<std::vector<SegmentFile>> ListSegmentFiles(const io::Env& env, const std:
   return out;
 }
 
-std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::string& repo) {
+RepoFolder ListRepoFolder(const io::Env& env, const std::string& repo) {
+  RepoFolder out;
   Result<std::vector<io::DirEntry>> entries = env.List(repo);
-  if (!entries.ok()) return std::nullopt;
-  std::optional<uint32_t> best;
+  if (!entries.ok()) return out;
   for (const io::DirEntry& e : *entries) {
     uint32_t t;
     if (e.type != io::EntryType::kRegular || e.name.rfind("index.", 0) != 0 || !ParseDecimal(e.name.substr(6), t)) {
@@ -83,9 +83,14 @@ std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::stri
     }
     Result<uint64_t> size = env.EntrySize(repo + "/" + e.name, e);
     if (!size.ok() || *size == 0) continue;
-    if (!best || t > *best) best = t;
+    if (!out.index_txn || t > *out.index_txn) out.index_txn = t;
   }
-  return best;
+  out.entries = std::move(entries).value();
+  return out;
+}
+
+std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::string& repo) {
+  return ListRepoFolder(env, repo).index_txn;
 }
 
 void OpenIndexFilesAhead(const io::Env& env, const std::string& repo, std::optional<uint32_t> t) {

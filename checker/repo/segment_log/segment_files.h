@@ -35,7 +35,15 @@ Result<std::vector<SegmentFile>> ListSegmentFiles(const io::Env& env, const std:
 
 std::string SegmentPath(const std::string& repo, uint32_t segments_per_dir, uint32_t segment);
 
-// Highest T of a non-empty regular file index.T in the repository directory, if any.
+// The repository folder as one listing saw it: its entries (nullopt: it could not be listed)
+// and the highest T of a non-empty regular file index.T among them. A plan lists it once and
+// reads its records from it (over sftp a listing is two round trips).
+struct RepoFolder {
+  std::optional<std::vector<io::DirEntry>> entries;
+  std::optional<uint32_t> index_txn;
+};
+RepoFolder ListRepoFolder(const io::Env& env, const std::string& repo);
+// ListRepoFolder's index_txn (a listing of its own: "changed since the start?").
 std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::string& repo);
 // Tells `env` that a plan reads index.T, integrity.T and hints.T next (io::Env::OpenAhead: a
 // remote store opens them at once, while the plan lists the segments). Nothing without a T.

@@ -142,11 +142,14 @@ std::string RecordedTransactions::NamesOf(uint32_t t) const {
   return out;
 }
 
-RecordedTransactions FindRecordedTransactions(const io::Env& env, const std::string& repo) {
+RecordedTransactions FindRecordedTransactions(const io::Env& env, const std::string& repo, const RepoFolder& folder) {
   RecordedTransactions out;
-  Result<std::vector<io::DirEntry>> entries = env.List(repo);
+  Result<std::vector<io::DirEntry>> entries =
+      folder.entries ? Result<std::vector<io::DirEntry>>(*folder.entries) : env.List(repo);
   if (!entries.ok()) return out;
+  bool transactions_listed = false;
   for (const io::DirEntry& e : *entries) {
+    if (e.name == "transactions") transactions_listed = true;
     std::optional<uint32_t>* slot = nullptr;
     size_t prefix = 0;
     for (auto [name, s] : {std::pair{"index.", &out.index}, {"hints.", &out.hints}, {"integrity.", &out.integrity}}) {
@@ -169,7 +172,9 @@ RecordedTransactions FindRecordedTransactions(const io::Env& env, const std::str
   }
   std::sort(out.not_regular.begin(), out.not_regular.end());
   // The append-only log: its last "transaction T, UTC time ..." line.
-  Result<std::unique_ptr<io::File>> f = env.Open(repo + "/transactions");
+  Result<std::unique_ptr<io::File>> f =
+      transactions_listed ? env.Open(repo + "/transactions")
+                          : Result<std::unique_ptr<io::File>>(Status(StatusCode::kNotFound, "not listed"));
   if (f.ok()) {
     const uint64_t size = (*f)->size();
     const uint64_t n = std::min<uint64_t>(size, kTransactionsTail);
@@ -247,7 +252,7 @@ std::string SegmentLog::Absence(uint32_t n) const {
 std::string SegmentLog::PathOf(uint32_t n) const { return SegmentPath(repo, segments_per_dir, n); }
 
 Result<SegmentLog> ListSegmentLog(const io::Env& env, const std::string& repo, uint32_t segments_per_dir,
-                                  Bytes commit) {
+                                  Bytes commit, const RepoFolder& folder) {
   SegmentLog log;
   log.repo = repo;
   log.segments_per_dir = segments_per_dir;
@@ -259,7 +264,7 @@ Result<SegmentLog> ListSegmentLog(const io::Env& env, const std::string& repo, u
     std::string what = NotRegularFile(env, p);
     if (!what.empty()) log.not_regular[n] = what;
   }
-  log.records = FindRecordedTransactions(env, repo);
+  log.records = FindRecordedTransactions(env, repo, folder);
   log.newest_commit = NewestCommitted(env, log.segments, commit);
   for (size_t i = 0; i < log.segments.size(); ++i) log.by_number[log.segments[i].number] = i;
   return log;

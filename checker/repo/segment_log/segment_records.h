@@ -77,7 +77,9 @@ struct RecordedTransactions {
   // Which records name transaction `t`: "index.29, hints.29 and integrity.29".
   std::string NamesOf(uint32_t t) const;
 };
-RecordedTransactions FindRecordedTransactions(const io::Env& env, const std::string& repo);
+// `folder`: the repository folder as the plan listed it (its entries are used; nullopt entries:
+// listed here). The `transactions` log is opened only where that listing names it.
+RecordedTransactions FindRecordedTransactions(const io::Env& env, const std::string& repo, const RepoFolder& folder);
 
 // ---- files that cannot be read, and what is where a file should be ---------------------------
 
@@ -126,7 +128,7 @@ struct SegmentLog {
 // the records (FindRecordedTransactions) and the newest segment that ends with `commit` (the
 // generation's COMMIT entry). Fails as ListSegmentFiles does.
 Result<SegmentLog> ListSegmentLog(const io::Env& env, const std::string& repo, uint32_t segments_per_dir,
-                                  Bytes commit);
+                                  Bytes commit, const RepoFolder& folder);
 
 // What a generation's walk finds in the segment that should end a transaction.
 struct CommitProbe {
