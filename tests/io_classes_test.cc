@@ -10,8 +10,10 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -256,6 +258,70 @@ TEST_CASE("io: a read error in the archive pass is could not check, never missin
     if (repo != Master()) CHECK(archive_read);
     CHECK(o.summary.errors == o.summary.io_errors);
     CHECK(ExitCode(o) == 2);
+  }
+}
+
+// The opens a run announces to its store (io::Env::OpenAhead: over sftp each is opened in the
+// background while the run goes on), in order: the index's files once the plan knows T; each
+// segment after the first while one of the two before it is read; then, with the units read,
+// the manifest's segment (Finish reads it again) and the segments of the first archives'
+// metadata (the archive pass). Local, they change nothing: the run is clean.
+TEST_CASE("io: the opens a segment-log run announces to its store, in order", "[io]") {
+  ScopedEnv env({{"BORG_PASSPHRASE", "test"}});
+  for (const std::string& repo : {kBorg1, B5()}) {
+    INFO(repo);
+    std::string t;
+    std::map<uint32_t, std::string> segments;  // every segment is a unit here (all committed)
+    for (const auto& e : fs::directory_iterator(repo)) {
+      const std::string name = e.path().filename().string();
+      if (name.rfind("index.", 0) == 0) t = name.substr(6);
+    }
+    for (const auto& e : fs::recursive_directory_iterator(repo + "/data")) {
+      if (e.is_regular_file()) segments[uint32_t(std::stoul(e.path().filename().string()))] = e.path().string();
+    }
+    REQUIRE(!t.empty());
+    REQUIRE(segments.size() > 3);
+    std::optional<uint32_t> manifest_segment;
+    const std::array<uint8_t, 32> zero{};
+    if (repo == kBorg1) {
+      Result<std::string> bytes = io::Env::Default().ReadWholeFile(repo + "/index." + t, 1 << 20);
+      REQUIRE(bytes.ok());
+      Result<repo::HashIndexContents> idx = repo::ParseHashIndex(AsBytes(*bytes));
+      REQUIRE(idx.ok());
+      for (const auto& e : idx->entries) {
+        if (e.id == zero) manifest_segment = e.segment;
+      }
+    } else {
+      for (const auto& [n, path] : segments) {
+        for (const repo::Borg2IndexEntry& e : B5IndexIn(repo, n)) {
+          if (e.id == zero) manifest_segment = e.segment;
+        }
+      }
+    }
+    REQUIRE(manifest_segment);
+
+    io::FaultEnv hints;
+    run::CheckOutcome o = Check(repo, true, 2, hints);
+    REQUIRE(o.status.ok());
+    CHECK(o.findings.empty());
+    REQUIRE(o.summary.archives_checked.value_or(0) > 0);
+    std::vector<std::string> expected = {repo + "/index." + t, repo + "/integrity." + t, repo + "/hints." + t};
+    std::vector<std::string> units;
+    for (const auto& [n, path] : segments) units.push_back(path);
+    for (size_t i = 0; i < units.size(); ++i) {
+      for (size_t next = i + 1; next < units.size() && next <= i + 2; ++next) expected.push_back(units[next]);
+    }
+    expected.push_back(segments.at(*manifest_segment));
+    const std::vector<std::string> got = hints.OpenAheads();
+    REQUIRE(got.size() > expected.size());
+    CHECK(std::vector<std::string>(got.begin(), got.begin() + std::ptrdiff_t(expected.size())) == expected);
+    // The rest: one segment per archive walked first (at most four), each a segment of the repository.
+    const size_t archives = got.size() - expected.size();
+    CHECK(archives == std::min<size_t>(4, *o.summary.archives_checked));
+    for (size_t i = expected.size(); i < got.size(); ++i) {
+      INFO(got[i]);
+      CHECK(std::find(units.begin(), units.end(), got[i]) != units.end());
+    }
   }
 }
 

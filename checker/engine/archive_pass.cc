@@ -34,6 +34,9 @@ using report::Stage;
 
 namespace {
 
+// The archives whose metadata objects WillWalk names (each one file open at most).
+constexpr size_t kArchivesFetchedAhead = 4;
+
 bool RepairPatchesChunks(Generation g) { return g != Generation::kBorg2Master; }
 
 std::string Count(uint64_t n, std::string_view one, std::string_view many) {
@@ -276,6 +279,16 @@ std::string Label(const ArchiveResult& r) { return r.name.empty() ? report::Chun
 std::string ChunkNo(const StreamProblem& p) { return fmt::format("{:06d} (of {})", p.chunk_index, p.chunk_count); }
 
 }  // namespace
+
+void ArchivePass::WillWalk() const {
+  if (!active_ || !source_ || selected_.empty()) return;
+  // The walk starts with the last selected archive, then the others (Walk): the first few.
+  std::vector<ChunkId> ids;
+  for (size_t i = selected_.size(); i-- > 0 && ids.size() < kArchivesFetchedAhead;) {
+    ids.push_back(list_.archives[selected_[i]].id);
+  }
+  source_->WillFetch(ids);
+}
 
 void ArchivePass::Finish(std::vector<Finding>& findings, const ObjectVerdicts& verdicts, report::RunSummary& sum) {
   if (restricts_) {

@@ -75,6 +75,10 @@ class ArchivePass {
   // borg check only warns (exit 1), which a nightly job takes for success.
   Status WalkFirst(ObjectFilter& filter, Plan& plan);
 
+  // A hint that the walk comes soon: the source may open the files of the first archives'
+  // metadata objects (ArchiveSource::WillFetch). Main thread, after Start.
+  void WillWalk() const;
+
   // 3. Findings sorted by report::FindingLess in and out, and the engine's verdict of each
   // object they name (ObjectVerdicts::Of(findings): indices into `findings`); the summary's
   // archive facts (and, when restricted, objects_total: the objects the archives reference).

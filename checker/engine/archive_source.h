@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,9 @@ class ArchiveSource {
 
   // Reads, verifies (with a verifier of this generation) and decrypts one object by id.
   virtual archive::ObjectFetcher& fetcher() = 0;
+  // A hint that the walk fetches these objects first (the first archives' metadata): a source
+  // read through a remote store may open their files now (io::Env::OpenAhead). Main thread.
+  virtual void WillFetch(std::span<const ChunkId> ids) { (void)ids; }
 };
 
 // The archive list of borg 1.x and 2.0.0b5 (the manifest's `archives`) and the item keys of

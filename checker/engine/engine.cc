@@ -610,6 +610,10 @@ CheckOutcome Engine::Run() {
     ConnectionLost(out, lost, started_unix, start, false);
     return out;
   }
+  // What Finish and the archive pass read first may be opened while the store is asked whether
+  // the repository changed (hints: a remote store's opens are round trips).
+  source_.WillFinish();
+  archives_.WillWalk();
   if (changed_.load() || source_.ChangedSinceStart()) {
     out.status = Status(StatusCode::kRepositoryChanged,
                         fmt::format("repository changed during check (a {} vanished or a new transaction was "

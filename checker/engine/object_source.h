@@ -240,6 +240,9 @@ class ObjectSource {
   // Whether the repository changed since MakePlan in a way only the source can see (a new
   // transaction). Main thread, after the pool is done.
   virtual bool ChangedSinceStart() const { return false; }
+  // A hint that the units are read and Finish follows (after ChangedSinceStart): a remote
+  // store may open now what Finish reads (the manifest's file, read again). Main thread.
+  virtual void WillFinish() const {}
   // 5. Cross-unit checks and notes.
   virtual void Finish(FinishContext& ctx) = 0;
 
@@ -282,7 +285,7 @@ class EnvUnitSource : public ObjectSource {
   }
   Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const override { return env_.Stat(unit.path); }
   void WillRead(const engine::ReadUnit& unit) const override {
-    if (unit.on_disk) env_.OpenAhead(unit.path);
+    if (unit.on_disk) env_.OpenAhead(unit.path, io::ReadAhead::kWhole);
   }
   unsigned Connections() const override { return env_.Connections(); }
   Status Lost() const override { return env_.Lost(); }

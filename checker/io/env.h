@@ -71,6 +71,8 @@ struct FileStat {
 // the kernel's read-ahead in the cache while it is read.
 inline constexpr uint64_t kCacheDropLagBytes = 16ull << 20;
 
+enum class ReadAhead : uint8_t { kParts, kWhole };  // Env::OpenAhead
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -89,8 +91,13 @@ class Env {
   // the next Open (or OpenToReadAgain) of that path then takes that file: the only difference
   // is that it was opened at the hint. A hint that could not be taken (too many pending, a
   // failed open) changes nothing: that Open opens anew and answers what it finds then. Others
-  // (a local file system, where an open costs microseconds): nothing.
-  virtual void OpenAhead(const std::string& path) const { (void)path; }
+  // (a local file system, where an open costs microseconds): nothing. `how` says how it will be
+  // read: kWhole (a unit's stream, an index read at once: a remote store may also open the
+  // handles it reads large ranges through) or kParts (single objects: one handle).
+  virtual void OpenAhead(const std::string& path, ReadAhead how) const {
+    (void)path;
+    (void)how;
+  }
   // The entries of a directory except "." and "..", in no particular order. kNotFound,
   // kCorruptMetadata (not a directory), kIoError.
   virtual Result<std::vector<DirEntry>> List(const std::string& dir) const = 0;

@@ -12,6 +12,16 @@ std::shared_ptr<const File> FileCache::KeptLocked(const std::string& path) const
   return nullptr;
 }
 
+void FileCache::OpenAhead(const std::string& path) const {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& [kept_path, file] : kept_) {
+      if (kept_path == path) return;
+    }
+  }
+  env_.OpenAhead(path, ReadAhead::kParts);
+}
+
 Result<std::shared_ptr<const File>> FileCache::Open(const std::string& path) const {
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -1473,7 +1473,7 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   return impl_->OpenNow(path);
 }
 
-void SftpEnv::OpenAhead(const std::string& path) const {
+void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how) const {
   if (!impl_->loss->Get().ok()) return;  // every open would fail
   std::lock_guard<std::mutex> lock(impl_->ahead_mu);
   std::vector<std::unique_ptr<Impl::OpenedAhead>>& ahead = impl_->opened_ahead;
@@ -1491,9 +1491,11 @@ void SftpEnv::OpenAhead(const std::string& path) const {
   Impl::OpenedAhead* raw = a.get();
   const Impl* impl = impl_.get();
   try {
-    a->thread = std::thread([impl, raw] {
+    a->thread = std::thread([impl, raw, how] {
       raw->file = impl->OpenNow(raw->path);
-      if (raw->file.ok()) static_cast<const SftpFile&>(**raw->file).OpenStripesAhead();
+      // Read whole: its large reads are striped; read in parts, the stripes' two round trips
+      // would only delay the first part.
+      if (raw->file.ok() && how == io::ReadAhead::kWhole) static_cast<const SftpFile&>(**raw->file).OpenStripesAhead();
       raw->done.store(true);
     });
   } catch (const std::system_error&) {

@@ -613,13 +613,16 @@ TEST_CASE("sftp_env: OpenAhead opens a file once, and the next Open of the path 
     files[path] = RandomBytes(size, seed++);
     WriteFile(path, files[path]);
   }
+  const std::string parts = root + "/parts";
+  const std::string parts_bytes = RandomBytes(9 << 20, 35);
+  WriteFile(parts, parts_bytes);
   SftpOptions o;
   o.connections = 2;
   {
     auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
     for (const auto& [path, bytes] : files) {
-      env->OpenAhead(path);
-      env->OpenAhead(path);  // already pending: nothing more
+      env->OpenAhead(path, io::ReadAhead::kWhole);
+      env->OpenAhead(path, io::ReadAhead::kWhole);  // already pending: nothing more
     }
     for (const auto& [path, bytes] : files) {
       INFO(path);
@@ -627,6 +630,13 @@ TEST_CASE("sftp_env: OpenAhead opens a file once, and the next Open of the path 
       REQUIRE(whole.ok());
       CHECK(*whole == bytes);
     }
+    // Read in parts (an object of the archive pass): one handle, however large the file.
+    env->OpenAhead(parts, io::ReadAhead::kParts);
+    Result<std::unique_ptr<io::File>> f = env->Open(parts);
+    REQUIRE(f.ok());
+    std::string got(100, '\0');
+    REQUIRE((*f)->ReadAt(5 << 20, got.size(), reinterpret_cast<uint8_t*>(got.data())).ok());
+    CHECK(got == parts_bytes.substr(5 << 20, 100));
   }
   // The Env is gone: every ssh ended, so the log is whole.
   const std::string log = ReadFile(dir.path() + "/log");
@@ -641,6 +651,7 @@ TEST_CASE("sftp_env: OpenAhead opens a file once, and the next Open of the path 
     for (uint64_t r : read) total += r;
     CHECK(total == bytes.size());
   }
+  CHECK(CountOf(log, "open \"" + parts + "\" flags READ") == 1);
 }
 
 TEST_CASE("sftp_env: a failed OpenAhead is not the answer; many hints; unused ones are closed", "[sftp]") {
@@ -651,12 +662,12 @@ TEST_CASE("sftp_env: a failed OpenAhead is not the answer; many hints; unused on
   {
     auto env = MustConnect(LoggingServerTarget(dir, root), root);
     // Missing at the hint, missing at the Open: what the Open finds.
-    env->OpenAhead(root + "/none");
+    env->OpenAhead(root + "/none", io::ReadAhead::kParts);
     CHECK(env->Open(root + "/none").status().code() == StatusCode::kNotFound);
     // Made just after the hint (whole, by a rename): whether the hint saw it or not, the Open
     // finds it.
     const std::string late = root + "/late";
-    env->OpenAhead(late);
+    env->OpenAhead(late, io::ReadAhead::kParts);
     WriteFile(root + "/late.tmp", "made after the hint");
     REQUIRE(::rename((root + "/late.tmp").c_str(), late.c_str()) == 0);
     Result<std::string> got = env->ReadWholeFile(late, 100);
@@ -669,15 +680,15 @@ TEST_CASE("sftp_env: a failed OpenAhead is not the answer; many hints; unused on
       paths.push_back(root + "/h" + std::to_string(i));
       WriteFile(paths.back(), "file " + std::to_string(i));
     }
-    for (const std::string& p : paths) env->OpenAhead(p);
+    for (const std::string& p : paths) env->OpenAhead(p, io::ReadAhead::kParts);
     for (int i = 0; i < 10; ++i) {
       Result<std::string> h = env->ReadWholeFile(paths[size_t(i)], 100);
       REQUIRE(h.ok());
       CHECK(*h == "file " + std::to_string(i));
     }
     // Hints nobody takes: closed when the Env goes.
-    env->OpenAhead(paths[0]);
-    env->OpenAhead(paths[1]);
+    env->OpenAhead(paths[0], io::ReadAhead::kParts);
+    env->OpenAhead(paths[1], io::ReadAhead::kParts);
   }
   const std::string log = ReadFile(dir.path() + "/log");
   CHECK(CountOf(log, "flags READ") == CountOf(log, "close \"" + root + "/"));  // every handle closed

@@ -101,6 +101,13 @@ class EnvBorg1Archives final : public Borg1Archives {
     return *it;
   }
   ChunkId IdAt(size_t i) const override { return plan_.live[i].id; }
+  void WillFetch(std::span<const ChunkId> ids) override {
+    for (const ChunkId& id : ids) {
+      const std::optional<size_t> i = Find(id);
+      if (!i) continue;
+      if (auto path = paths_.find(plan_.live[*i].segment); path != paths_.end()) files_.OpenAhead(*path->second);
+    }
+  }
 
  private:
   FetchStatus ReadStored(const ChunkId& id, ByteBuffer& entry, engine::ObjectRef& ref,

@@ -72,6 +72,17 @@ class Borg1Source final : public engine::EnvUnitSource {
     return true;
   }
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
+  void WillFinish() const override {
+    if (!verify_data_) return;  // CheckManifest reads it again only then
+    const LiveObject* m = nullptr;
+    for (const LiveObject& o : plan_.live) {
+      if (IsManifestId(o.id)) m = &o;
+    }
+    if (!m) return;
+    for (const SegmentFile& s : plan_.segments) {
+      if (s.number == m->segment) env_.OpenAhead(s.path, io::ReadAhead::kParts);
+    }
+  }
   void Finish(engine::FinishContext& ctx) override;
   void SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const> verifiers) override;
   Status LoadEvidence(const nlohmann::json& in) override;

@@ -90,6 +90,11 @@ class EnvBorg2b5Archives final : public Borg2b5Archives {
     return size_t(it - live_.begin());
   }
   ChunkId IdAt(size_t i) const override { return EntryOf(live_[i]).id; }
+  void WillFetch(std::span<const ChunkId> ids) override {
+    for (const ChunkId& id : ids) {
+      if (const std::optional<size_t> i = Find(id)) files_.OpenAhead(plan_.segments[live_[*i].segment].path);
+    }
+  }
 
  private:
   struct Slot {

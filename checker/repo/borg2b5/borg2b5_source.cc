@@ -57,6 +57,16 @@ class Borg2b5Source final : public engine::EnvUnitSource {
     return true;
   }
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
+  void WillFinish() const override {
+    if (!verify_data_ || !type_) return;  // VerifyManifestTam reads it again only then
+    const Borg2Segment* manifest = nullptr;
+    for (const Borg2Segment& s : plan_.segments) {
+      for (const Borg2Entry& e : s.entries) {
+        if (e.live && IsManifestId(e.id)) manifest = &s;
+      }
+    }
+    if (manifest) env_.OpenAhead(manifest->path, io::ReadAhead::kParts);
+  }
   void Finish(engine::FinishContext& ctx) override;
   // Sharded runs (engine/shard.h): the session keys the shard's verifiers authenticated, for
   // the summary's note on their derivation.

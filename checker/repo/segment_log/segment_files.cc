@@ -95,7 +95,9 @@ std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::stri
 
 void OpenIndexFilesAhead(const io::Env& env, const std::string& repo, std::optional<uint32_t> t) {
   if (!t) return;
-  for (const char* name : {"index", "integrity", "hints"}) env.OpenAhead(repo + "/" + name + "." + std::to_string(*t));
+  for (const char* name : {"index", "integrity", "hints"}) {
+    env.OpenAhead(repo + "/" + name + "." + std::to_string(*t), io::ReadAhead::kWhole);
+  }
 }
 
 std::optional<uint32_t> NewestCommitted(const io::Env& env, const std::vector<SegmentFile>& segments, Bytes commit) {
