@@ -420,9 +420,12 @@ void Engine::ReadAll() {
     schedule_.Admit();
     if (plan_.in_order && !schedule_.MayStart()) break;
     // One reader: the next two units' files may be opened while this one is read (a remote
-    // store's open is round trips; the hint is the source's to take or not).
+    // store's open is round trips; the hint is the source's to take or not). Each unit is named
+    // once: the first two before the first is read, then the one two ahead.
     if (plan_.in_order) {
-      for (size_t next = i + 1; next < order.size() && next <= i + 2; ++next) source_.WillRead(plan_.units[order[next]]);
+      for (size_t next = i == 0 ? 1 : i + 2; next < order.size() && next <= i + 2; ++next) {
+        source_.WillRead(plan_.units[order[next]]);
+      }
     }
     auto tracker = std::make_shared<UnitTracker>();
     tracker->unit_bytes = plan_.units[u].bytes;

@@ -819,7 +819,7 @@ TEST_CASE("engine: no more units are read at once than the store has connections
   }
 }
 
-TEST_CASE("engine: an in-order reader names the next two units before it reads one (Env::OpenAhead); workers none",
+TEST_CASE("engine: an in-order reader names each later unit once, two ahead (Env::OpenAhead); workers none",
           "[engine][io]") {
   FakeRepo repo(Uniform(5, 2));
   for (bool in_order : {true, false}) {
@@ -833,9 +833,7 @@ TEST_CASE("engine: an in-order reader names the next two units before it reads o
     CHECK(r.out.summary.objects_verified == 10);
     std::vector<std::string> expected;
     if (in_order) {
-      for (size_t u = 0; u < 5; ++u) {
-        for (size_t next = u + 1; next < 5 && next <= u + 2; ++next) expected.push_back(repo.unit(next).path);
-      }
+      for (size_t u = 1; u < 5; ++u) expected.push_back(repo.unit(u).path);
     }
     CHECK(env.OpenAheads() == expected);
   }

@@ -210,9 +210,9 @@ class ObjectSource {
   virtual Result<std::unique_ptr<ObjectVerifier>> MakeVerifier() const = 0;
   // 4. Reads one unit (plan.units[index]).
   virtual void ReadUnit(size_t index, UnitSink& sink) = 0;
-  // A hint that `unit` is read soon (in_order plans: the engine names the next two units of its
-  // order before it reads one): a remote store may open its file now, so that its round trips
-  // overlap the read before. Main thread. Changes no result.
+  // A hint that `unit` is read soon (in_order plans: the engine names each unit but the first
+  // once, two units before its turn): a remote store may open its file now, so that its round
+  // trips overlap the reads before. Main thread. Changes no result.
   virtual void WillRead(const engine::ReadUnit& unit) const { (void)unit; }
   // The second read (engine.h): first.size() bytes at `offset` of `unit` read again, through
   // the store the unit was read from, into `scratch`, and compared with `first`. On workers,

@@ -1256,7 +1256,7 @@ struct SftpEnv::Impl {
   std::shared_ptr<AheadBudget> ahead_budget = std::make_shared<AheadBudget>();
 
   // Files opened ahead (SftpEnv::OpenAhead), each by a thread of its own, in hint order; the
-  // next Open of the path takes one. At most kMaxOpenedAhead: a hint beyond that lets the
+  // next Open of the path takes the oldest (a path hinted twice is opened twice: read twice). At most kMaxOpenedAhead: a hint beyond that lets the
   // oldest finished one go (closing its handles), or is dropped when none has finished. The
   // vector is guarded by ahead_mu; an entry's `file` is written by its thread only and read
   // after that thread is joined (`done` says it ended; joining never waits then).
@@ -1284,8 +1284,10 @@ struct SftpEnv::Impl {
     conns.clear();
   }
 
-  // Open's work (SftpEnv::Open): any thread.
-  Result<std::unique_ptr<io::File>> OpenNow(const std::string& path) const;
+  // Open's work (SftpEnv::Open): any thread. `read_start`: a larger file's first
+  // kReadAheadBytes come with its FSTAT too (a file opened ahead to be read whole: its first
+  // small read, a segment's magic, then needs no round trip).
+  Result<std::unique_ptr<io::File>> OpenNow(const std::string& path, bool read_start = false) const;
   // The file opened ahead for `path`, taken out of opened_ahead, or null.
   std::unique_ptr<OpenedAhead> TakeOpenedAhead(const std::string& path) const {
     std::lock_guard<std::mutex> lock(ahead_mu);
@@ -1477,9 +1479,6 @@ void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how) const {
   if (!impl_->loss->Get().ok()) return;  // every open would fail
   std::lock_guard<std::mutex> lock(impl_->ahead_mu);
   std::vector<std::unique_ptr<Impl::OpenedAhead>>& ahead = impl_->opened_ahead;
-  for (const auto& a : ahead) {
-    if (a->path == path) return;
-  }
   if (ahead.size() >= Impl::kMaxOpenedAhead) {
     auto oldest = std::find_if(ahead.begin(), ahead.end(), [](const auto& a) { return a->done.load(); });
     if (oldest == ahead.end()) return;  // all still opening: the hint is dropped
@@ -1492,7 +1491,7 @@ void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how) const {
   const Impl* impl = impl_.get();
   try {
     a->thread = std::thread([impl, raw, how] {
-      raw->file = impl->OpenNow(raw->path);
+      raw->file = impl->OpenNow(raw->path, how == io::ReadAhead::kWhole);
       // Read whole: its large reads are striped; read in parts, the stripes' two round trips
       // would only delay the first part.
       if (raw->file.ok() && how == io::ReadAhead::kWhole) static_cast<const SftpFile&>(**raw->file).OpenStripesAhead();
@@ -1504,7 +1503,7 @@ void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how) const {
   ahead.push_back(std::move(a));
 }
 
-Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path) const {
+Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path, bool read_start) const {
   const std::shared_ptr<Connection> conn = LeastLoaded();
   // Counted from here until the file exists (or the open failed): opens made at once (files
   // opened ahead) go to different connections.
@@ -1531,16 +1530,17 @@ Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path
     Unlisted(path);
     return handle.status();
   }
-  // FSTAT and, for a file STAT said is at most kReadAheadBytes, the READs of all of it, in one
-  // write: the read-ahead block is then filled without a round trip of its own. The READs are
+  // FSTAT and, for a file STAT said is at most kReadAheadBytes, the READs of all of it (of its
+  // first kReadAheadBytes for read_start), in one write: the read-ahead block is then filled
+  // without a round trip of its own. The READs are
   // left out when the connection has no room for them in flight (the first ReadAt reads then).
   static_assert(kReadAheadBytes <= 2 * uint64_t(sftp::kMaxReadLength));
   Pending fstat;
   Pending reads[2];
   std::vector<uint8_t> ahead;
   std::vector<Pending*> batch{&fstat};
-  if (size && *size > 0 && *size <= kReadAheadBytes) {
-    ahead.resize(size_t(*size));
+  if (size && *size > 0 && (*size <= kReadAheadBytes || read_start)) {
+    ahead.resize(size_t(std::min<uint64_t>(*size, kReadAheadBytes)));
     for (size_t i = 0, off = 0; off < ahead.size(); ++i) {
       reads[i].dst = ahead.data() + off;
       reads[i].want = uint32_t(std::min<size_t>(sftp::kMaxReadLength, ahead.size() - off));

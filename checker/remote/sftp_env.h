@@ -78,9 +78,10 @@ class SftpEnv final : public io::Env {
   // Starts Open(path) on a thread of its own (its round trips overlap whatever the caller does
   // next; LeastLoaded picks its connection), with its stripes for kWhole (a file of 8 MiB or
   // more); the next Open of the path joins it and takes the file, or opens anew when it failed
-  // (or is the failure, after a lost connection). At most 6 at once, the oldest finished one let go for a
-  // new one (its handles closed); a path already pending, a hint beyond that or one after a
-  // lost connection is dropped. The destructor waits for the threads, then closes their files.
+  // (or is the failure, after a lost connection). Each hint is one open (a path hinted twice is
+  // taken by two Opens). At most 6 at once, the oldest finished one let go for a new one (its
+  // handles closed); a hint beyond that or one after a lost connection is dropped. The
+  // destructor waits for the threads, then closes their files.
   void OpenAhead(const std::string& path, io::ReadAhead how) const override;
   Result<std::vector<io::DirEntry>> List(const std::string& dir) const override;
   Result<io::FileStat> Stat(const std::string& path) const override;

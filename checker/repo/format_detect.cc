@@ -22,6 +22,9 @@ Result<DetectedFormat> DetectFormat(const io::Env& env, const std::string& path)
     return Status(StatusCode::kNotARepository, path + " is not a borg repository: not a directory" + expected);
   }
   const std::string cfg = path + "/config";
+  // An INI config is read next: it may be opened while it is stat-ed (a hint: a config folder
+  // only fails that open, which is then forgotten).
+  env.OpenAhead(cfg, io::ReadAhead::kWhole);
   if (Result<io::FileStat> c = env.Stat(cfg); c.ok() && c->type == io::EntryType::kDirectory) {
     Result<std::string> v = env.ReadWholeFile(cfg + "/version", 64);
     if (!v.ok()) {

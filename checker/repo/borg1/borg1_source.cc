@@ -243,7 +243,13 @@ Status Borg1Source::ProbeModeAndLoadKey(engine::Plan& plan) {
   };
   KeyTypeProbe probe(KeyTypeRule::kFirstKnown, [](uint8_t t) { return crypto::KeyModeFromTypeByte(t).has_value(); });
   for (const LiveObject& o : plan_.live) {
-    if (IsManifestId(o.id)) probe.Manifest(type_of(o));
+    if (!IsManifestId(o.id)) continue;
+    // Opened twice at once (io::Env::OpenAhead): this probe takes one, the archive list (read
+    // from the manifest next) the other.
+    if (auto it = paths.find(o.segment); it != paths.end()) {
+      for (int i = 0; i < 2; ++i) env_.OpenAhead(*it->second, io::ReadAhead::kParts);
+    }
+    probe.Manifest(type_of(o));
   }
   for (size_t i = 0; i < plan_.live.size() && !probe.Settled(); ++i) {
     if (!IsManifestId(plan_.live[i].id)) probe.Sample(type_of(plan_.live[i]));

@@ -95,7 +95,8 @@ std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::stri
 
 void OpenIndexFilesAhead(const io::Env& env, const std::string& repo, std::optional<uint32_t> t) {
   if (!t) return;
-  for (const char* name : {"index", "integrity", "hints"}) {
+  // integrity.T twice: the index's check reads it, then the hints' check (LoadSegmentHints).
+  for (const char* name : {"index", "integrity", "hints", "integrity"}) {
     env.OpenAhead(repo + "/" + name + "." + std::to_string(*t), io::ReadAhead::kWhole);
   }
 }

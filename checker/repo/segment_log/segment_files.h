@@ -45,8 +45,9 @@ struct RepoFolder {
 RepoFolder ListRepoFolder(const io::Env& env, const std::string& repo);
 // ListRepoFolder's index_txn (a listing of its own: "changed since the start?").
 std::optional<uint32_t> FindIndexTransaction(const io::Env& env, const std::string& repo);
-// Tells `env` that a plan reads index.T, integrity.T and hints.T next (io::Env::OpenAhead: a
-// remote store opens them at once, while the plan lists the segments). Nothing without a T.
+// Tells `env` that a plan reads index.T, integrity.T, hints.T and integrity.T again next
+// (io::Env::OpenAhead: a remote store opens them at once, while the plan lists the segments).
+// Nothing without a T.
 void OpenIndexFilesAhead(const io::Env& env, const std::string& repo, std::optional<uint32_t> t);
 
 // Whether the segment's last bytes are `commit` (the COMMIT entry of its generation).
