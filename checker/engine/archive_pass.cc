@@ -281,10 +281,11 @@ std::string ChunkNo(const StreamProblem& p) { return fmt::format("{:06d} (of {})
 }  // namespace
 
 void ArchivePass::WillWalk() const {
-  if (!active_ || !source_ || selected_.empty()) return;
-  // The walk starts with the last selected archive, then the others (Walk): the first few.
-  std::vector<ChunkId> ids;
-  for (size_t i = selected_.size(); i-- > 0 && ids.size() < kArchivesFetchedAhead;) {
+  // (A selection walked first: Finish walks again only where the object pass found new damage.)
+  if (!active_ || !source_ || selected_.empty() || walks_ > 0) return;
+  // The walk starts with the last selected archive, then the others from the first (Walk).
+  std::vector<ChunkId> ids{list_.archives[selected_.back()].id};
+  for (size_t i = 0; i + 1 < selected_.size() && ids.size() < kArchivesFetchedAhead; ++i) {
     ids.push_back(list_.archives[selected_[i]].id);
   }
   source_->WillFetch(ids);

@@ -614,9 +614,11 @@ CheckOutcome Engine::Run() {
     return out;
   }
   // What Finish and the archive pass read first may be opened while the store is asked whether
-  // the repository changed (hints: a remote store's opens are round trips).
-  source_.WillFinish();
-  archives_.WillWalk();
+  // the repository changed (hints: a remote store's opens are round trips). A shard runs neither.
+  if (opts_.shard_n == 0) {
+    source_.WillFinish();
+    archives_.WillWalk();
+  }
   if (changed_.load() || source_.ChangedSinceStart()) {
     out.status = Status(StatusCode::kRepositoryChanged,
                         fmt::format("repository changed during check (a {} vanished or a new transaction was "

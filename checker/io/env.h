@@ -89,11 +89,12 @@ class Env {
   // A hint that `path` will be opened soon (the next segment of a stream, the files a plan reads
   // next), once per Open to come. An Env whose Open costs round trips (sftp) may open it now, in
   // the background, and the next Open (or OpenToReadAgain) of that path then takes that file:
-  // the only difference is that it was opened at the hint. A hint that could not be taken (too many pending, a
-  // failed open) changes nothing: that Open opens anew and answers what it finds then. Others
-  // (a local file system, where an open costs microseconds): nothing. `how` says how it will be
-  // read: kWhole (a unit's stream, an index read at once: a remote store may also open the
-  // handles it reads large ranges through) or kParts (single objects: one handle).
+  // the difference is that it was opened (and, for kWhole, its first bytes read) at the hint. A
+  // hint that could not be taken (too many pending, a failed open) changes nothing: that Open
+  // opens anew and answers what it finds then (except after a lost connection, which fails it
+  // either way). Others (a local file system, where an open costs microseconds): nothing. `how`
+  // says how it will be read: kWhole (a unit's stream, an index read at once: a remote store may
+  // also open the handles it reads large ranges through) or kParts (single objects: one handle).
   virtual void OpenAhead(const std::string& path, ReadAhead how) const {
     (void)path;
     (void)how;

@@ -6,7 +6,8 @@
 // File's read-ahead block, so neighbouring small objects need no round trip at all.
 //
 // What a kept file reads is what the file held when it was first opened (as a file the engine
-// holds open while it reads a unit); a failed open is not kept, so the next Open tries again.
+// holds open while it reads a unit; opened at an OpenAhead hint, where the Env took one); a
+// failed open is not kept, so the next Open tries again.
 //
 // Thread contract: safe for concurrent use. The cache owns its Files (shared with the callers
 // that hold one); a File's ReadAt is safe for concurrent use (env.h), which is what sharing one

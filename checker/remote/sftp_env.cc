@@ -63,7 +63,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kStderrTailBytes = 4096;
-constexpr size_t kSmallRead = 64 * 1024;      // reads below this go through the read-ahead block
+constexpr size_t kSmallRead = 64 * 1024;      // reads below this refill the read-ahead block (SftpFile::ReadAt)
 constexpr size_t kReadAheadBytes = 256 * 1024;
 constexpr size_t kMaxListEntries = 4000000;   // a server that never ends a READDIR loop
 constexpr auto kTick = std::chrono::milliseconds(100);
@@ -817,9 +817,9 @@ bool SameFile(const sftp::Attrs& a, const sftp::Attrs& b) {
          TypeOf(b) == io::EntryType::kRegular && a.size == b.size && a.mtime == b.mtime;
 }
 
-// An open file: one server handle on the connection it was opened on (the primary), and, from
-// the first large ReadAt on, one handle on each other connection whose FSTAT agrees with the
-// primary's (the stripes). A ReadAt of at least kStripeMinBytes of the file is split into
+// An open file: one server handle on the connection it was opened on (the primary), and, for a
+// file of kStripeMinFileBytes or more, from the first large ReadAt on (or from OpenStripesAhead),
+// one handle on each other connection whose FSTAT agrees with the primary's (the stripes). A ReadAt of at least kStripeMinBytes of the file is split into
 // contiguous stripes read at once, one per handle: the calling thread reads the first on the
 // primary, short-lived threads (joined before ReadAt returns) the others; so one segment or pack
 // is read at the speed of all connections. The bytes are the same file's, so the result is the one a
@@ -849,7 +849,8 @@ bool SameFile(const sftp::Attrs& a, const sftp::Attrs& b) {
 // block is guarded by cache_mu_; the stream windows (held_, ahead_) by stream_mu_; a Window's
 // bytes and status are written by its thread only and read after it is joined (the destructor
 // joins ahead_ before it closes any handle). stripes_ is written once, by the first large
-// ReadAt while it holds stripe_mu_ (stripes_tried_ then true), and is read-only after: a reader
+// ReadAt or by OpenStripesAhead while it holds stripe_mu_ (stripes_tried_ then true), and is
+// read-only after: a reader
 // takes stripe_mu_ once to see stripes_tried_, which orders that write before its reads. The
 // File owns every handle in stripes_ and closes them all in its destructor.
 class SftpFile final : public io::File {

@@ -14,11 +14,13 @@
 // its connections: each connection owns one ssh child process, the pipes to it and one I/O
 // thread that reads replies and hands them to the waiting caller by request id; requests are
 // written under the connection's mutex. A File owns one server handle on the connection it was
-// opened on and, from its first ReadAt of 1 MiB or more on, one on each other connection where
+// opened on and, for a file of 8 MiB or more, from its first ReadAt of 1 MiB or more on (or
+// from its open, when it was opened ahead to be read whole), one on each other connection where
 // the same file opens (same size and mtime); such a ReadAt is split into one contiguous stripe
 // per handle, read at once by the calling thread and short-lived threads joined before it
 // returns. ReadAt may be called concurrently; the File closes every handle it owns when
-// destroyed. Connect spawns every ssh process (posix_spawn only) before it returns, so call it
+// destroyed. Files opened ahead (OpenAhead) are opened by a thread of their own each, joined by
+// the Open that takes the file or by the destructor. Connect spawns every ssh process (posix_spawn only) before it returns, so call it
 // before any worker thread starts.
 #pragma once
 

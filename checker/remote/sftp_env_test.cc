@@ -676,10 +676,14 @@ TEST_CASE("sftp_env: a failed OpenAhead is not the answer; many hints; unused on
     // Missing at the hint, missing at the Open: what the Open finds.
     env->OpenAhead(root + "/none", io::ReadAhead::kParts);
     CHECK(env->Open(root + "/none").status().code() == StatusCode::kNotFound);
-    // Made just after the hint (whole, by a rename): whether the hint saw it or not, the Open
-    // finds it.
+    // Made after the hint's STAT reached the server (its log says so; whole, by a rename): the
+    // hint failed, the Open finds it.
     const std::string late = root + "/late";
     env->OpenAhead(late, io::ReadAhead::kParts);
+    for (int i = 0; i < 1000 && CountOf(ReadFile(dir.path() + "/log"), "stat name \"" + late + "\"") == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    REQUIRE(CountOf(ReadFile(dir.path() + "/log"), "stat name \"" + late + "\"") == 1);
     WriteFile(root + "/late.tmp", "made after the hint");
     REQUIRE(::rename((root + "/late.tmp").c_str(), late.c_str()) == 0);
     Result<std::string> got = env->ReadWholeFile(late, 100);

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -102,10 +103,12 @@ class EnvBorg1Archives final : public Borg1Archives {
   }
   ChunkId IdAt(size_t i) const override { return plan_.live[i].id; }
   void WillFetch(std::span<const ChunkId> ids) override {
+    std::set<const std::string*> named;  // the FileCache opens a segment once
     for (const ChunkId& id : ids) {
       const std::optional<size_t> i = Find(id);
       if (!i) continue;
-      if (auto path = paths_.find(plan_.live[*i].segment); path != paths_.end()) files_.OpenAhead(*path->second);
+      auto path = paths_.find(plan_.live[*i].segment);
+      if (path != paths_.end() && named.insert(path->second).second) files_.OpenAhead(*path->second);
     }
   }
 

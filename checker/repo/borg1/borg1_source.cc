@@ -72,6 +72,9 @@ class Borg1Source final : public engine::EnvUnitSource {
     return true;
   }
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
+  // Reads of the manifest after the plan, before the units: the key's probe (verify-data) and
+  // the archive list (unless --repository-only).
+  unsigned ManifestReadsAfterPlan() const { return verify_data_ ? (opts_.repository_only ? 1 : 2) : 0; }
   void WillFinish() const override {
     if (!verify_data_) return;  // CheckManifest reads it again only then
     const LiveObject* m = nullptr;
@@ -163,7 +166,7 @@ Result<engine::Plan> Borg1Source::MakePlan() {
   const RepoFolder folder = ListRepoFolder(env_, opts_.repository);
   index_txn_at_start_ = folder.index_txn;
   OpenIndexFilesAhead(env_, opts_.repository, index_txn_at_start_);
-  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_, folder);
+  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_, folder, ManifestReadsAfterPlan());
   if (!planned.ok()) return planned.status();
   plan_ = std::move(planned).value();
 
@@ -244,10 +247,10 @@ Status Borg1Source::ProbeModeAndLoadKey(engine::Plan& plan) {
   KeyTypeProbe probe(KeyTypeRule::kFirstKnown, [](uint8_t t) { return crypto::KeyModeFromTypeByte(t).has_value(); });
   for (const LiveObject& o : plan_.live) {
     if (!IsManifestId(o.id)) continue;
-    // Opened twice at once (io::Env::OpenAhead): this probe takes one, the archive list (read
-    // from the manifest next) the other.
-    if (auto it = paths.find(o.segment); it != paths.end()) {
-      for (int i = 0; i < 2; ++i) env_.OpenAhead(*it->second, io::ReadAhead::kParts);
+    // Opened at once for each read after the plan (io::Env::OpenAhead): this probe takes one,
+    // the archive list the other; already by the plan where the index named it.
+    if (auto it = paths.find(o.segment); it != paths.end() && !plan_.manifest_opened_ahead) {
+      for (unsigned i = 0; i < ManifestReadsAfterPlan(); ++i) env_.OpenAhead(*it->second, io::ReadAhead::kParts);
     }
     probe.Manifest(type_of(o));
   }

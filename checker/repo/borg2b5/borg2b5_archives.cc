@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -91,8 +92,10 @@ class EnvBorg2b5Archives final : public Borg2b5Archives {
   }
   ChunkId IdAt(size_t i) const override { return EntryOf(live_[i]).id; }
   void WillFetch(std::span<const ChunkId> ids) override {
+    std::set<uint32_t> named;  // the FileCache opens a segment once
     for (const ChunkId& id : ids) {
-      if (const std::optional<size_t> i = Find(id)) files_.OpenAhead(plan_.segments[live_[*i].segment].path);
+      const std::optional<size_t> i = Find(id);
+      if (i && named.insert(live_[*i].segment).second) files_.OpenAhead(plan_.segments[live_[*i].segment].path);
     }
   }
 

@@ -151,9 +151,9 @@ Status Borg2b5Source::LoadTypeAndKey(engine::Plan& plan) {
   for (const Borg2Segment& seg : plan_.segments) {
     for (const Borg2Entry& e : seg.entries) {
       if (!e.live || !IsManifestId(e.id)) continue;
-      // Opened twice at once (io::Env::OpenAhead): this probe takes one, the archive list (read
-      // from the manifest next) the other.
-      for (int i = 0; i < 2; ++i) env_.OpenAhead(seg.path, io::ReadAhead::kParts);
+      // Opened at once for each read (io::Env::OpenAhead): this probe takes one, the archive
+      // list (unless --repository-only) the other.
+      for (int i = 0; i < (opts_.repository_only ? 1 : 2); ++i) env_.OpenAhead(seg.path, io::ReadAhead::kParts);
       probe.Manifest(type_of(seg, e));
     }
   }
