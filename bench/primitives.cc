@@ -229,7 +229,7 @@ int Main(int argc, char** argv) {
   Result<repo::RepoConfig> config = repo::IdentifyRepository(io::Env::Default(), repo_path, {true});
   if (!config.ok()) Die(config.status().message());
   Result<repo::RepositoryPlan> plan_r =
-      repo::PlanRepository(io::Env::Default(), repo_path, *config, repo::ListRepoFolder(io::Env::Default(), repo_path), false);
+      repo::PlanRepository(io::Env::Default(), repo_path, *config, repo::ListRepoFolder(io::Env::Default(), repo_path));
   if (!plan_r.ok()) Die(plan_r.status().message());
   const repo::RepositoryPlan& plan = *plan_r;
   if (!plan.findings.empty()) Die("the repository has findings; benchmark an intact one");

@@ -127,15 +127,19 @@ Result<RepoConfig> IdentifyRepository(const io::Env& env, const std::string& pat
 }
 
 Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& path, const RepoConfig& config,
-                                      const RepoFolder& folder, unsigned manifest_reads_next) {
+                                      const RepoFolder& folder) {
   const std::optional<uint32_t> index_txn = folder.index_txn;
   RepositoryPlan plan;
   plan.path = path;
   plan.config = config;
   plan.findings = config.lock_findings;
 
-  // 3. The index and its integrity file (before the segments: over sftp the manifest's segment
-  // is then opened while they are listed).
+  // 2. Segments and the newest COMMIT.
+  Result<SegmentLog> log =
+      ListSegmentLog(env, path, config.segments_per_dir, Bytes(kCommitEntry, sizeof kCommitEntry), folder);
+  if (!log.ok()) return log.status();
+
+  // 3. The index and its integrity file.
   std::optional<HashIndexContents> index;
   std::optional<std::string> damaged_index;  // the bytes of an index that cannot be used (to name losses)
   std::string damaged_why;
@@ -185,22 +189,6 @@ Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& pat
                                                       name, why)));
     }
   }
-
-  // A run that verifies data reads the manifest next (the key's probe, the archive list): its
-  // segment may be opened now (io::Env::OpenAhead), while the log is listed.
-  if (index && manifest_reads_next > 0) {
-    for (const IndexEntry& e : index->entries) {
-      if (!IsManifestId(e.id)) continue;
-      const std::string segment = SegmentPath(path, config.segments_per_dir, e.segment);
-      for (unsigned i = 0; i < manifest_reads_next; ++i) env.OpenAhead(segment, io::ReadAhead::kParts);
-      plan.manifest_opened_ahead = true;
-    }
-  }
-
-  // 2. Segments and the newest COMMIT.
-  Result<SegmentLog> log =
-      ListSegmentLog(env, path, config.segments_per_dir, Bytes(kCommitEntry, sizeof kCommitEntry), folder);
-  if (!log.ok()) return log.status();
 
   // 4. Choose the transaction and the source of the live list. A record of a newer transaction
   // than the log's newest COMMIT (index.T, else hints.T or integrity.T) proves that commit.

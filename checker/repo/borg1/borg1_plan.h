@@ -59,7 +59,6 @@ struct RepositoryPlan {
   std::vector<report::Finding> findings;  // found while planning (index, stray bytes, ...)
   std::vector<std::string> notes;         // informational, not findings
   uint64_t total_bytes = 0;               // bytes of all segments to read
-  bool manifest_opened_ahead = false;     // the manifest's segment was hinted (PlanRepository)
 
   // Index lookup by id (index mode): the live object, or null.
   const LiveObject* FindById(const std::array<uint8_t, 32>& id) const;
@@ -77,10 +76,7 @@ Result<RepoConfig> IdentifyRepository(const io::Env& env, const std::string& pat
 
 // Steps 2-5, reading through `env`. `folder`: the repository folder as the caller listed it
 // (ListRepoFolder: the index transaction it compares with at the end, ChangedSinceStart).
-// `manifest_reads_next`: how often the run reads the manifest after the plan (verify-data:
-// the key's probe, and the archive list unless --repository-only): once the index names its
-// segment, it is opened ahead that often (manifest_opened_ahead).
 Result<RepositoryPlan> PlanRepository(const io::Env& env, const std::string& path, const RepoConfig& config,
-                                      const RepoFolder& folder, unsigned manifest_reads_next);
+                                      const RepoFolder& folder);
 
 }  // namespace borgcheck::repo

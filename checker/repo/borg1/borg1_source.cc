@@ -166,7 +166,7 @@ Result<engine::Plan> Borg1Source::MakePlan() {
   const RepoFolder folder = ListRepoFolder(env_, opts_.repository);
   index_txn_at_start_ = folder.index_txn;
   OpenIndexFilesAhead(env_, opts_.repository, index_txn_at_start_);
-  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_, folder, ManifestReadsAfterPlan());
+  Result<RepositoryPlan> planned = PlanRepository(env_, opts_.repository, config_, folder);
   if (!planned.ok()) return planned.status();
   plan_ = std::move(planned).value();
 
@@ -248,8 +248,8 @@ Status Borg1Source::ProbeModeAndLoadKey(engine::Plan& plan) {
   for (const LiveObject& o : plan_.live) {
     if (!IsManifestId(o.id)) continue;
     // Opened at once for each read after the plan (io::Env::OpenAhead): this probe takes one,
-    // the archive list the other; already by the plan where the index named it.
-    if (auto it = paths.find(o.segment); it != paths.end() && !plan_.manifest_opened_ahead) {
+    // the archive list the other.
+    if (auto it = paths.find(o.segment); it != paths.end()) {
       for (unsigned i = 0; i < ManifestReadsAfterPlan(); ++i) env_.OpenAhead(*it->second, io::ReadAhead::kParts);
     }
     probe.Manifest(type_of(o));
