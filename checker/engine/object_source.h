@@ -285,7 +285,7 @@ class EnvUnitSource : public ObjectSource {
   }
   Result<io::FileStat> StatUnit(const engine::ReadUnit& unit) const override { return env_.Stat(unit.path); }
   void WillRead(const engine::ReadUnit& unit) const override {
-    if (unit.on_disk) env_.OpenAhead(unit.path, io::ReadAhead::kWhole);
+    if (unit.on_disk) env_.OpenAhead(unit.path, io::ReadAhead::kWhole, 0);
   }
   unsigned Connections() const override { return env_.Connections(); }
   Status Lost() const override { return env_.Lost(); }

@@ -93,11 +93,13 @@ class Env {
   // hint that could not be taken (too many pending, a failed open) changes nothing: that Open
   // opens anew and answers what it finds then (except after a lost connection, which fails it
   // either way). Others (a local file system, where an open costs microseconds): nothing. `how`
-  // says how it will be read: kWhole (a unit's stream, an index read at once: a remote store may
-  // also open the handles it reads large ranges through) or kParts (single objects: one handle).
-  virtual void OpenAhead(const std::string& path, ReadAhead how) const {
+  // says how it will be read: kWhole (a unit's stream, an index read at once, from 0: a remote
+  // store may also open the handles it reads large ranges through) or kParts (single objects:
+  // one handle; `from`: where the first of them begins, whose bytes may come with the open).
+  virtual void OpenAhead(const std::string& path, ReadAhead how, uint64_t from) const {
     (void)path;
     (void)how;
+    (void)from;
   }
   // The entries of a directory except "." and "..", in no particular order. kNotFound,
   // kCorruptMetadata (not a directory), kIoError.

@@ -80,12 +80,12 @@ std::vector<std::string> FaultEnv::OpenAheads() const {
   return open_aheads_;
 }
 
-void FaultEnv::OpenAhead(const std::string& path, ReadAhead how) const {
+void FaultEnv::OpenAhead(const std::string& path, ReadAhead how, uint64_t from) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     open_aheads_.push_back(path);
   }
-  base_.OpenAhead(path, how);
+  base_.OpenAhead(path, how, from);
 }
 
 unsigned FaultEnv::Reads(const std::string& suffix) const {

@@ -50,7 +50,7 @@ class FaultEnv final : public Env {
   std::vector<std::string> OpenAheads() const;
 
   Result<std::unique_ptr<File>> Open(const std::string& path) const override;
-  void OpenAhead(const std::string& path, ReadAhead how) const override;
+  void OpenAhead(const std::string& path, ReadAhead how, uint64_t from) const override;
   Result<std::vector<DirEntry>> List(const std::string& dir) const override;
   Result<FileStat> Stat(const std::string& path) const override;
   Result<FileStat> Lstat(const std::string& path) const override;

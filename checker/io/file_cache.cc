@@ -12,14 +12,14 @@ std::shared_ptr<const File> FileCache::KeptLocked(const std::string& path) const
   return nullptr;
 }
 
-void FileCache::OpenAhead(const std::string& path) const {
+void FileCache::OpenAhead(const std::string& path, uint64_t from) const {
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const auto& [kept_path, file] : kept_) {
       if (kept_path == path) return;
     }
   }
-  env_.OpenAhead(path, ReadAhead::kParts);
+  env_.OpenAhead(path, ReadAhead::kParts, from);
 }
 
 Result<std::shared_ptr<const File>> FileCache::Open(const std::string& path) const {

@@ -37,8 +37,9 @@ class FileCache {
   // The file at `path`: kept from an earlier Open, or opened now (Env::Open's errors) and kept,
   // the least recently used one closed when more than `capacity` are kept.
   Result<std::shared_ptr<const File>> Open(const std::string& path) const;
-  // Env::OpenAhead (kParts) for a path not kept (a kept one needs no open).
-  void OpenAhead(const std::string& path) const;
+  // Env::OpenAhead (kParts, the first read at `from`) for a path not kept (a kept one needs no
+  // open).
+  void OpenAhead(const std::string& path, uint64_t from) const;
 
  private:
   // The kept file at `path`, moved to the front; nullptr when none. Requires mu_.

@@ -862,10 +862,11 @@ class SftpFile final : public io::File {
   static constexpr uint64_t kStripeMinFileBytes = 8ull << 20;
 
   SftpFile(std::shared_ptr<Connection> conn, std::vector<std::shared_ptr<Connection>> others, std::string path,
-           std::string handle, const sftp::Attrs& attrs, std::vector<uint8_t> ahead,
+           std::string handle, const sftp::Attrs& attrs, std::vector<uint8_t> ahead, uint64_t ahead_offset,
            std::shared_ptr<AheadBudget> budget)
       : conn_(std::move(conn)), others_(std::move(others)), path_(std::move(path)), handle_(std::move(handle)),
         attrs_(attrs), size_(attrs.size), budget_(std::move(budget)), cache_(std::move(ahead)) {
+    cache_offset_ = ahead_offset;  // the read-ahead block from Open (not shared yet: no lock)
     conn_->open_files.fetch_add(1);
   }
   ~SftpFile() override {
@@ -1285,10 +1286,11 @@ struct SftpEnv::Impl {
     conns.clear();
   }
 
-  // Open's work (SftpEnv::Open): any thread. `read_start`: a larger file's first
-  // kReadAheadBytes come with its FSTAT too (a file opened ahead to be read whole: its first
-  // small read, a segment's magic, then needs no round trip).
-  Result<std::unique_ptr<io::File>> OpenNow(const std::string& path, bool read_start = false) const;
+  // Open's work (SftpEnv::Open): any thread. `read_from`: a larger file's kReadAheadBytes from
+  // there come with its FSTAT too (a file opened ahead: its first small read, a segment's magic
+  // or the object a probe or the archive pass reads first, then needs no round trip).
+  Result<std::unique_ptr<io::File>> OpenNow(const std::string& path,
+                                            std::optional<uint64_t> read_from = std::nullopt) const;
   // The file opened ahead for `path`, taken out of opened_ahead, or null.
   std::unique_ptr<OpenedAhead> TakeOpenedAhead(const std::string& path) const {
     std::lock_guard<std::mutex> lock(ahead_mu);
@@ -1476,7 +1478,7 @@ Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   return impl_->OpenNow(path);
 }
 
-void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how) const {
+void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how, uint64_t from) const {
   if (!impl_->loss->Get().ok()) return;  // every open would fail
   std::lock_guard<std::mutex> lock(impl_->ahead_mu);
   std::vector<std::unique_ptr<Impl::OpenedAhead>>& ahead = impl_->opened_ahead;
@@ -1491,8 +1493,8 @@ void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how) const {
   Impl::OpenedAhead* raw = a.get();
   const Impl* impl = impl_.get();
   try {
-    a->thread = std::thread([impl, raw, how] {
-      raw->file = impl->OpenNow(raw->path, how == io::ReadAhead::kWhole);
+    a->thread = std::thread([impl, raw, how, from] {
+      raw->file = impl->OpenNow(raw->path, how == io::ReadAhead::kWhole ? 0 : from);
       // Read whole: its large reads are striped; read in parts, the stripes' two round trips
       // would only delay the first part.
       if (raw->file.ok() && how == io::ReadAhead::kWhole) static_cast<const SftpFile&>(**raw->file).OpenStripesAhead();
@@ -1504,7 +1506,8 @@ void SftpEnv::OpenAhead(const std::string& path, io::ReadAhead how) const {
   ahead.push_back(std::move(a));
 }
 
-Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path, bool read_start) const {
+Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path,
+                                                          std::optional<uint64_t> read_from) const {
   const std::shared_ptr<Connection> conn = LeastLoaded();
   // Counted from here until the file exists (or the open failed): opens made at once (files
   // opened ahead) go to different connections.
@@ -1531,21 +1534,27 @@ Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path
     Unlisted(path);
     return handle.status();
   }
-  // FSTAT and, for a file STAT said is at most kReadAheadBytes, the READs of all of it (of its
-  // first kReadAheadBytes for read_start), in one write: the read-ahead block is then filled
-  // without a round trip of its own. The READs are
-  // left out when the connection has no room for them in flight (the first ReadAt reads then).
+  // FSTAT and, for a file STAT said is at most kReadAheadBytes, the READs of all of it (of a
+  // larger one's kReadAheadBytes from read_from), in one write: the read-ahead block is then
+  // filled without a round trip of its own. The READs are left out when the connection has no
+  // room for them in flight (the first ReadAt reads then).
   static_assert(kReadAheadBytes <= 2 * uint64_t(sftp::kMaxReadLength));
   Pending fstat;
   Pending reads[2];
   std::vector<uint8_t> ahead;
   std::vector<Pending*> batch{&fstat};
-  if (size && *size > 0 && (*size <= kReadAheadBytes || read_start)) {
-    ahead.resize(size_t(std::min<uint64_t>(*size, kReadAheadBytes)));
+  uint64_t base = 0;  // the block's offset in the file
+  if (size && *size > 0 && *size <= kReadAheadBytes) {
+    ahead.resize(size_t(*size));
+  } else if (size && read_from && *read_from < *size) {
+    base = *read_from;
+    ahead.resize(size_t(std::min<uint64_t>(*size - base, kReadAheadBytes)));
+  }
+  if (!ahead.empty()) {
     for (size_t i = 0, off = 0; off < ahead.size(); ++i) {
       reads[i].dst = ahead.data() + off;
       reads[i].want = uint32_t(std::min<size_t>(sftp::kMaxReadLength, ahead.size() - off));
-      reads[i].offset = off;
+      reads[i].offset = base + off;
       batch.push_back(&reads[i]);
       off += reads[i].want;
     }
@@ -1576,8 +1585,8 @@ Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path
     c.ProtocolError("a reply of type " + std::to_string(fstat.type) + " to FSTAT");
     error = WithPath(path, c.lost());
   }
-  // The read-ahead block: the bytes from 0 that came back without a gap (DATA may be shorter
-  // than asked; a STATUS, EOF or other, ends it), never beyond the size FSTAT says.
+  // The read-ahead block: the bytes from `base` that came back without a gap (DATA may be
+  // shorter than asked; a STATUS, EOF or other, ends it), never beyond the size FSTAT says.
   size_t have = 0;
   for (size_t i = 0; error.ok() && i + 1 < batch.size(); ++i) {
     Pending& r = reads[i];
@@ -1587,7 +1596,7 @@ Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path
       error = WithPath(path, w);
       break;
     }
-    if (r.type != sftp::kData || r.offset != have) break;
+    if (r.type != sftp::kData || r.offset != base + have) break;
     have += r.got;
     if (r.got < r.want) break;
   }
@@ -1595,13 +1604,13 @@ Result<std::unique_ptr<io::File>> SftpEnv::Impl::OpenNow(const std::string& path
     Impl::Close(c, *handle);
     return error;
   }
-  ahead.resize(std::min<uint64_t>(have, attrs.size));
+  ahead.resize(std::min<uint64_t>(have, attrs.size > base ? attrs.size - base : 0));
   std::vector<std::shared_ptr<Connection>> others;
   for (const std::shared_ptr<Connection>& o : conns) {
     if (o != conn) others.push_back(o);
   }
   return std::unique_ptr<io::File>(
-      new SftpFile(conn, std::move(others), path, std::move(*handle), attrs, std::move(ahead), ahead_budget));
+      new SftpFile(conn, std::move(others), path, std::move(*handle), attrs, std::move(ahead), base, ahead_budget));
 }
 
 Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {

@@ -78,13 +78,13 @@ class SftpEnv final : public io::Env {
   // seconds (v3 has no more), inode 0 and ctime 0 (v3 has neither).
   Result<std::unique_ptr<io::File>> Open(const std::string& path) const override;
   // Starts Open(path) on a thread of its own (its round trips overlap whatever the caller does
-  // next; LeastLoaded picks its connection), with its stripes for kWhole (a file of 8 MiB or
-  // more); the next Open of the path joins it and takes the file, or opens anew when it failed
+  // next; LeastLoaded picks its connection), with the 256 KiB from `from` (kWhole: from 0) read
+  // with its FSTAT and its stripes for kWhole (a file of 8 MiB or more); the next Open of the path joins it and takes the file, or opens anew when it failed
   // (or is the failure, after a lost connection). Each hint is one open (a path hinted twice is
   // taken by two Opens). At most 6 at once, the oldest finished one let go for a new one (its
   // handles closed); a hint beyond that or one after a lost connection is dropped. The
   // destructor waits for the threads, then closes their files.
-  void OpenAhead(const std::string& path, io::ReadAhead how) const override;
+  void OpenAhead(const std::string& path, io::ReadAhead how, uint64_t from) const override;
   Result<std::vector<io::DirEntry>> List(const std::string& dir) const override;
   Result<io::FileStat> Stat(const std::string& path) const override;
   Result<io::FileStat> Lstat(const std::string& path) const override;

@@ -621,7 +621,7 @@ TEST_CASE("sftp_env: OpenAhead opens a file once, and the next Open of the path 
   {
     auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
     for (const auto& [path, bytes] : files) {
-      env->OpenAhead(path, io::ReadAhead::kWhole);
+      env->OpenAhead(path, io::ReadAhead::kWhole, 0);
     }
     for (const auto& [path, bytes] : files) {
       INFO(path);
@@ -631,15 +631,16 @@ TEST_CASE("sftp_env: OpenAhead opens a file once, and the next Open of the path 
     }
     // Hinted twice, opened twice: each Open takes one.
     const std::string& twice = files.begin()->first;
-    env->OpenAhead(twice, io::ReadAhead::kParts);
-    env->OpenAhead(twice, io::ReadAhead::kParts);
+    env->OpenAhead(twice, io::ReadAhead::kParts, 0);
+    env->OpenAhead(twice, io::ReadAhead::kParts, 0);
     for (int i = 0; i < 2; ++i) {
       Result<std::string> again = env->ReadWholeFile(twice, 1 << 20);
       REQUIRE(again.ok());
       CHECK(*again == files.begin()->second);
     }
-    // Read in parts (an object of the archive pass): one handle, however large the file.
-    env->OpenAhead(parts, io::ReadAhead::kParts);
+    // Read in parts (an object of the archive pass): one handle, however large the file, and the
+    // 256 KiB from the first part's offset came with the open: that part reads nothing more.
+    env->OpenAhead(parts, io::ReadAhead::kParts, 5 << 20);
     Result<std::unique_ptr<io::File>> f = env->Open(parts);
     REQUIRE(f.ok());
     std::string got(100, '\0');
@@ -664,6 +665,7 @@ TEST_CASE("sftp_env: OpenAhead opens a file once, and the next Open of the path 
     CHECK(total == (path == files.begin()->first ? 3 : 1) * once);  // the first file: read thrice
   }
   CHECK(CountOf(log, "open \"" + parts + "\" flags READ") == 1);
+  CHECK(ClosedHandlesRead(log, parts) == std::vector<uint64_t>{256 * 1024});
 }
 
 TEST_CASE("sftp_env: a failed OpenAhead is not the answer; many hints; unused ones are closed", "[sftp]") {
@@ -674,12 +676,12 @@ TEST_CASE("sftp_env: a failed OpenAhead is not the answer; many hints; unused on
   {
     auto env = MustConnect(LoggingServerTarget(dir, root), root);
     // Missing at the hint, missing at the Open: what the Open finds.
-    env->OpenAhead(root + "/none", io::ReadAhead::kParts);
+    env->OpenAhead(root + "/none", io::ReadAhead::kParts, 0);
     CHECK(env->Open(root + "/none").status().code() == StatusCode::kNotFound);
     // Made after the hint's STAT reached the server (its log says so; whole, by a rename): the
     // hint failed, the Open finds it.
     const std::string late = root + "/late";
-    env->OpenAhead(late, io::ReadAhead::kParts);
+    env->OpenAhead(late, io::ReadAhead::kParts, 0);
     for (int i = 0; i < 1000 && CountOf(ReadFile(dir.path() + "/log"), "stat name \"" + late + "\"") == 0; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
@@ -696,15 +698,15 @@ TEST_CASE("sftp_env: a failed OpenAhead is not the answer; many hints; unused on
       paths.push_back(root + "/h" + std::to_string(i));
       WriteFile(paths.back(), "file " + std::to_string(i));
     }
-    for (const std::string& p : paths) env->OpenAhead(p, io::ReadAhead::kParts);
+    for (const std::string& p : paths) env->OpenAhead(p, io::ReadAhead::kParts, 0);
     for (int i = 0; i < 10; ++i) {
       Result<std::string> h = env->ReadWholeFile(paths[size_t(i)], 100);
       REQUIRE(h.ok());
       CHECK(*h == "file " + std::to_string(i));
     }
     // Hints nobody takes: closed when the Env goes.
-    env->OpenAhead(paths[0], io::ReadAhead::kParts);
-    env->OpenAhead(paths[1], io::ReadAhead::kParts);
+    env->OpenAhead(paths[0], io::ReadAhead::kParts, 0);
+    env->OpenAhead(paths[1], io::ReadAhead::kParts, 0);
   }
   const std::string log = ReadFile(dir.path() + "/log");
   CHECK(CountOf(log, "flags READ") == CountOf(log, "close \"" + root + "/"));  // every handle closed

@@ -7,6 +7,10 @@
 namespace borgcheck::repo {
 
 Result<DetectedFormat> DetectFormat(const io::Env& env, const std::string& path) {
+  // An INI config is read below: it may be opened while the folder and it are stat-ed (a hint: a
+  // config folder, or no repository at all, only fails that open, which is then forgotten).
+  const std::string cfg = path + "/config";
+  env.OpenAhead(cfg, io::ReadAhead::kWhole, 0);
   Result<io::FileStat> st = env.Stat(path);
   if (!st.ok()) {
     if (st.status().code() == StatusCode::kNotFound) {
@@ -21,10 +25,6 @@ Result<DetectedFormat> DetectFormat(const io::Env& env, const std::string& path)
   if (st->type != io::EntryType::kDirectory) {
     return Status(StatusCode::kNotARepository, path + " is not a borg repository: not a directory" + expected);
   }
-  const std::string cfg = path + "/config";
-  // An INI config is read next: it may be opened while it is stat-ed (a hint: a config folder
-  // only fails that open, which is then forgotten).
-  env.OpenAhead(cfg, io::ReadAhead::kWhole);
   if (Result<io::FileStat> c = env.Stat(cfg); c.ok() && c->type == io::EntryType::kDirectory) {
     Result<std::string> v = env.ReadWholeFile(cfg + "/version", 64);
     if (!v.ok()) {

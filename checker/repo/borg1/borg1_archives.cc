@@ -108,7 +108,7 @@ class EnvBorg1Archives final : public Borg1Archives {
       const std::optional<size_t> i = Find(id);
       if (!i) continue;
       auto path = paths_.find(plan_.live[*i].segment);
-      if (path != paths_.end() && named.insert(path->second).second) files_.OpenAhead(*path->second);
+      if (path != paths_.end() && named.insert(path->second).second) files_.OpenAhead(*path->second, plan_.live[*i].offset);
     }
   }
 

@@ -83,7 +83,7 @@ class Borg1Source final : public engine::EnvUnitSource {
     }
     if (!m) return;
     for (const SegmentFile& s : plan_.segments) {
-      if (s.number == m->segment) env_.OpenAhead(s.path, io::ReadAhead::kParts);
+      if (s.number == m->segment) env_.OpenAhead(s.path, io::ReadAhead::kParts, m->offset);
     }
   }
   void Finish(engine::FinishContext& ctx) override;
@@ -250,7 +250,7 @@ Status Borg1Source::ProbeModeAndLoadKey(engine::Plan& plan) {
     // Opened at once for each read after the plan (io::Env::OpenAhead): this probe takes one,
     // the archive list the other.
     if (auto it = paths.find(o.segment); it != paths.end()) {
-      for (unsigned i = 0; i < ManifestReadsAfterPlan(); ++i) env_.OpenAhead(*it->second, io::ReadAhead::kParts);
+      for (unsigned i = 0; i < ManifestReadsAfterPlan(); ++i) env_.OpenAhead(*it->second, io::ReadAhead::kParts, o.offset);
     }
     probe.Manifest(type_of(o));
   }

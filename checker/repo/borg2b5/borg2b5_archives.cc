@@ -95,7 +95,9 @@ class EnvBorg2b5Archives final : public Borg2b5Archives {
     std::set<uint32_t> named;  // the FileCache opens a segment once
     for (const ChunkId& id : ids) {
       const std::optional<size_t> i = Find(id);
-      if (i && named.insert(live_[*i].segment).second) files_.OpenAhead(plan_.segments[live_[*i].segment].path);
+      if (i && named.insert(live_[*i].segment).second) {
+        files_.OpenAhead(plan_.segments[live_[*i].segment].path, EntryOf(live_[*i]).offset);
+      }
     }
   }
 

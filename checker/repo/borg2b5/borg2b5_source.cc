@@ -60,12 +60,16 @@ class Borg2b5Source final : public engine::EnvUnitSource {
   void WillFinish() const override {
     if (!verify_data_ || !type_) return;  // VerifyManifestTam reads it again only then
     const Borg2Segment* manifest = nullptr;
+    const Borg2Entry* entry = nullptr;
     for (const Borg2Segment& s : plan_.segments) {
       for (const Borg2Entry& e : s.entries) {
-        if (e.live && IsManifestId(e.id)) manifest = &s;
+        if (e.live && IsManifestId(e.id)) {
+          manifest = &s;
+          entry = &e;
+        }
       }
     }
-    if (manifest) env_.OpenAhead(manifest->path, io::ReadAhead::kParts);
+    if (manifest) env_.OpenAhead(manifest->path, io::ReadAhead::kParts, entry->offset);
   }
   void Finish(engine::FinishContext& ctx) override;
   // Sharded runs (engine/shard.h): the session keys the shard's verifiers authenticated, for
@@ -153,7 +157,7 @@ Status Borg2b5Source::LoadTypeAndKey(engine::Plan& plan) {
       if (!e.live || !IsManifestId(e.id)) continue;
       // Opened at once for each read (io::Env::OpenAhead): this probe takes one, the archive
       // list (unless --repository-only) the other.
-      for (int i = 0; i < (opts_.repository_only ? 1 : 2); ++i) env_.OpenAhead(seg.path, io::ReadAhead::kParts);
+      for (int i = 0; i < (opts_.repository_only ? 1 : 2); ++i) env_.OpenAhead(seg.path, io::ReadAhead::kParts, e.offset);
       probe.Manifest(type_of(seg, e));
     }
   }

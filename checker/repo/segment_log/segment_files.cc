@@ -97,7 +97,7 @@ void OpenIndexFilesAhead(const io::Env& env, const std::string& repo, std::optio
   if (!t) return;
   // integrity.T twice: the index's check reads it, then the hints' check (LoadSegmentHints).
   for (const char* name : {"index", "integrity", "hints", "integrity"}) {
-    env.OpenAhead(repo + "/" + name + "." + std::to_string(*t), io::ReadAhead::kWhole);
+    env.OpenAhead(repo + "/" + name + "." + std::to_string(*t), io::ReadAhead::kWhole, 0);
   }
 }
 
