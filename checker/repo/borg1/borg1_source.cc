@@ -77,14 +77,26 @@ class Borg1Source final : public engine::EnvUnitSource {
   unsigned ManifestReadsAfterPlan() const { return verify_data_ ? (opts_.repository_only ? 1 : 2) : 0; }
   void WillFinish() const override {
     if (!verify_data_) return;  // CheckManifest reads it again only then
+    const LiveObject* m = LiveManifest();
+    if (const SegmentFile* seg = m ? SegmentFileOf(m->segment) : nullptr) {
+      env_.OpenAhead(seg->path, io::ReadAhead::kParts, m->offset);
+    }
+  }
+  // The live manifest (the last the live list names), or null; the committed segment file
+  // `number`, or null.
+  const LiveObject* LiveManifest() const {
     const LiveObject* m = nullptr;
     for (const LiveObject& o : plan_.live) {
       if (IsManifestId(o.id)) m = &o;
     }
-    if (!m) return;
+    return m;
+  }
+  const SegmentFile* SegmentFileOf(uint32_t number) const {
+    const SegmentFile* seg = nullptr;
     for (const SegmentFile& s : plan_.segments) {
-      if (s.number == m->segment) env_.OpenAhead(s.path, io::ReadAhead::kParts, m->offset);
+      if (s.number == number) seg = &s;
     }
+    return seg;
   }
   void Finish(engine::FinishContext& ctx) override;
   void SaveEvidence(nlohmann::json& out, std::span<engine::ObjectVerifier* const> verifiers) override;
@@ -704,20 +716,14 @@ void Borg1Source::FinishIndexComparison(engine::FinishContext& ctx) const {
 }
 
 void Borg1Source::CheckManifest(engine::FinishContext& ctx) const {
-  const LiveObject* m = nullptr;
-  for (const LiveObject& o : plan_.live) {
-    if (IsManifestId(o.id)) m = &o;
-  }
+  const LiveObject* m = LiveManifest();
   const ChunkId zero{};
   if (!m) {
     ctx.findings.Add(MakeFinding(Severity::kError, Stage::kMissing, Location::None(), &zero, kNoManifestMessage));
     return;
   }
   // Read again for its TAM (FinishContext::RecheckManifest).
-  const SegmentFile* seg = nullptr;
-  for (const SegmentFile& s : plan_.segments) {
-    if (s.number == m->segment) seg = &s;
-  }
+  const SegmentFile* seg = SegmentFileOf(m->segment);
   if (!seg) return;  // its segment is missing: reported by ReadUnit
   // Whether this run read the manifest's segment (and so reported the object's own failures).
   bool unit_read = false;

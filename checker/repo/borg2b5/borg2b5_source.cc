@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -59,17 +60,17 @@ class Borg2b5Source final : public engine::EnvUnitSource {
   bool ChangedSinceStart() const override { return FindIndexTransaction(env_, opts_.repository) != index_txn_at_start_; }
   void WillFinish() const override {
     if (!verify_data_ || !type_) return;  // VerifyManifestTam reads it again only then
-    const Borg2Segment* manifest = nullptr;
-    const Borg2Entry* entry = nullptr;
+    if (auto [seg, entry] = LiveManifest(); entry) env_.OpenAhead(seg->path, io::ReadAhead::kParts, entry->offset);
+  }
+  // The live manifest entry (the last the plan's segments hold) and its segment, or nulls.
+  std::pair<const Borg2Segment*, const Borg2Entry*> LiveManifest() const {
+    std::pair<const Borg2Segment*, const Borg2Entry*> found{nullptr, nullptr};
     for (const Borg2Segment& s : plan_.segments) {
       for (const Borg2Entry& e : s.entries) {
-        if (e.live && IsManifestId(e.id)) {
-          manifest = &s;
-          entry = &e;
-        }
+        if (e.live && IsManifestId(e.id)) found = {&s, &e};
       }
     }
-    if (manifest) env_.OpenAhead(manifest->path, io::ReadAhead::kParts, entry->offset);
+    return found;
   }
   void Finish(engine::FinishContext& ctx) override;
   // Sharded runs (engine/shard.h): the session keys the shard's verifiers authenticated, for
@@ -295,16 +296,7 @@ void Borg2b5Source::VerifyManifestTam(engine::FinishContext& ctx, const Borg2Seg
 }
 
 void Borg2b5Source::Finish(engine::FinishContext& ctx) {
-  const Borg2Segment* manifest_seg = nullptr;
-  const Borg2Entry* manifest_entry = nullptr;
-  for (const Borg2Segment& s : plan_.segments) {
-    for (const Borg2Entry& e : s.entries) {
-      if (e.live && IsManifestId(e.id)) {
-        manifest_seg = &s;
-        manifest_entry = &e;
-      }
-    }
-  }
+  const auto [manifest_seg, manifest_entry] = LiveManifest();
   if (!manifest_entry && plan_.live_objects > 0) {
     // Named by the plan already if the index knows where it was; otherwise say it here.
     bool reported = false;
