@@ -365,7 +365,7 @@ TEST_CASE("borg 1.x hard links: the slaves of a master with a bad chunk are name
   CHECK(w.stats().hardlink_passes == 1);
 }
 
-TEST_CASE("chunks_healthy references are checked and named as such; caps keep exact totals") {
+TEST_CASE("chunks_healthy references are checked and named as such, caps keep exact totals") {
   MemoryRepo repo;
   TestItem repaired = File("r", {{TestId(1), 5}, {TestId(2), 5}});
   repaired.chunks_healthy = {{TestId(1), 5}, {TestId(3), 5}};  // 3 was lost, 2 is its zero stand-in

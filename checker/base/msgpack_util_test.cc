@@ -10,7 +10,7 @@ std::string MapWithDuplicateKeys(const std::string& tail = "") {
   return std::string("\x83\xa1k\xa1" "a" "\xc4\x01k\x07\xa1k\xc4\x02zz", 15) + tail;
 }
 
-TEST_CASE("UnpackWhole rejects trailing bytes with borg's wording; UnpackPrefix ignores them") {
+TEST_CASE("UnpackWhole rejects trailing bytes with borg's wording, UnpackPrefix ignores them") {
   const std::string packed = MapWithDuplicateKeys("\xc0");
   msgpack::object_handle oh;
   std::string err;

@@ -31,7 +31,7 @@ TEST_CASE("EscapeText: backslash, newline, CR and tab have their short escapes",
   CHECK(EscapeText("\n") == "\\n");
 }
 
-TEST_CASE("EscapeText: every other C0 control and DEL as \\xNN", "[text_escape]") {
+TEST_CASE("EscapeText: every other C0 control and DEL as a backslash-x escape", "[text_escape]") {
   CHECK(EscapeText("\x1b[31mred\x1b[0m") == "\\x1b[31mred\\x1b[0m");
   CHECK(EscapeText("bell\a") == "bell\\x07");
   CHECK(EscapeText("a\0b"s) == "a\\x00b");
@@ -45,7 +45,7 @@ TEST_CASE("EscapeText: every other C0 control and DEL as \\xNN", "[text_escape]"
   }
 }
 
-TEST_CASE("EscapeText: C1 controls, bidi controls and line separators as \\uNNNN", "[text_escape]") {
+TEST_CASE("EscapeText: C1 controls, bidi controls and line separators as backslash-u escapes", "[text_escape]") {
   CHECK(EscapeText("\xc2\x80") == "\\u0080");
   CHECK(EscapeText("a\xc2\x85z") == "a\\u0085z");  // NEL
   CHECK(EscapeText("\xc2\x9b" "2J") == "\\u009b2J");  // CSI, the one-character ESC [
@@ -58,7 +58,7 @@ TEST_CASE("EscapeText: C1 controls, bidi controls and line separators as \\uNNNN
   CHECK(EscapeText("\xe2\x80\xa8\xe2\x80\xa9") == "\\u2028\\u2029");
 }
 
-TEST_CASE("EscapeText: bytes that are not valid UTF-8 as \\xNN, one escape per byte", "[text_escape]") {
+TEST_CASE("EscapeText: bytes that are not valid UTF-8 as backslash-x escapes, one per byte", "[text_escape]") {
   CHECK(EscapeText("latin1 K\xe4se") == "latin1 K\\xe4se");
   CHECK(EscapeText("\xff\xfe") == "\\xff\\xfe");
   CHECK(EscapeText("\x80x") == "\\x80x");                  // a stray continuation byte

@@ -75,7 +75,7 @@ Vec MakeManifest(const Vec& hmac, const Vec& salt, const std::string& type, bool
 
 }  // namespace
 
-TEST_CASE("every fixture manifest TAM verifies; one changed byte does not", "[tam]") {
+TEST_CASE("every fixture manifest TAM verifies, one changed byte does not", "[tam]") {
   for (const auto& [name, repo] : Vectors()["repos"].items()) {
     INFO("repo " << name);
     const KeyMode mode = ModeOf(repo);

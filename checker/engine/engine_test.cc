@@ -819,7 +819,7 @@ TEST_CASE("engine: no more units are read at once than the store has connections
   }
 }
 
-TEST_CASE("engine: an in-order reader names each later unit once, two ahead (Env::OpenAhead); workers none",
+TEST_CASE("engine: an in-order reader names each later unit once, two ahead (Env::OpenAhead), workers none",
           "[engine][io]") {
   FakeRepo repo(Uniform(5, 2));
   for (bool in_order : {true, false}) {

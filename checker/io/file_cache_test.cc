@@ -70,7 +70,7 @@ std::string ReadAll(const File& f) {
   return s;
 }
 
-TEST_CASE("FileCache: one open per path while it is kept; the same bytes every time", "[io]") {
+TEST_CASE("FileCache: one open per path while it is kept, the same bytes every time", "[io]") {
   Files files;
   CountingEnv env;
   FileCache cache(env, 4);
@@ -95,7 +95,7 @@ TEST_CASE("FileCache: past its capacity the least recently used file is closed a
   CHECK(env.Opens(files.Path(2)) == 1);
 }
 
-TEST_CASE("FileCache: a failed open is not kept; a missing file says so every time", "[io]") {
+TEST_CASE("FileCache: a failed open is not kept, a missing file says so every time", "[io]") {
   Files files;
   CountingEnv env;
   FileCache cache(env);

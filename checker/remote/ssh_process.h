@@ -1,5 +1,6 @@
 // A child process (ssh, for SFTP now and `borg serve` later) spawned with posix_spawnp, no
-// shell, with three pipes: its stdin, stdout and stderr. argv in, three fds out.
+// shell, with three pipes: its stdin, stdout (1 MiB where the system allows) and stderr. argv
+// in, three fds out.
 //
 // posix_spawnp only, never fork: the checker is threaded. The pipes are made O_CLOEXEC and the
 // child's ends are dup2'd onto 0, 1 and 2 by the spawn's file actions, so no other child ever

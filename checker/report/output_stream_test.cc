@@ -34,7 +34,7 @@ TEST_CASE("text reaches the descriptor at Flush, in order", "[report]") {
   ::close(p[0]);
 }
 
-TEST_CASE("a closed pipe is EPIPE, exit 141; later writes are dropped", "[report]") {
+TEST_CASE("a closed pipe is EPIPE, exit 141, later writes are dropped", "[report]") {
   std::signal(SIGPIPE, SIG_IGN);  // as main does
   int p[2];
   REQUIRE(::pipe(p) == 0);

@@ -32,7 +32,7 @@ TEST_CASE("LocationUnit drops the offset of borg's location suffix", "[report]")
   CHECK(LocationUnit("") == "");
 }
 
-TEST_CASE("two findings of a kind stay single lines; three are rolled up", "[report]") {
+TEST_CASE("two findings of a kind stay single lines, three are rolled up", "[report]") {
   std::vector<Finding> two = {Truncated(26, 831, 1), Truncated(26, 3352, 2)};
   CHECK(FormatFindings(two) ==
         "error: truncated chunk " + Hex(1) + " [segment 26, offset 831]: the segment ends at 200 bytes, before this object\n"
@@ -45,7 +45,7 @@ TEST_CASE("two findings of a kind stay single lines; three are rolled up", "[rep
         "  chunk " + Hex(3) + " [segment 26, offset 4065]\n");
 }
 
-TEST_CASE("a roll-up lists the first 20 and counts the rest; other findings keep their place", "[report]") {
+TEST_CASE("a roll-up lists the first 20 and counts the rest, other findings keep their place", "[report]") {
   std::vector<Finding> sorted;
   Finding header;
   header.severity = Severity::kError;

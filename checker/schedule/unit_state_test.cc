@@ -389,7 +389,7 @@ struct TempBase {
 
 void WriteText(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
 
-TEST_CASE("one state per repository id and path; a state of the earlier layout goes to the path it recorded") {
+TEST_CASE("one state per repository id and path, a state of the earlier layout goes to the path it recorded") {
   TempBase base;
   const std::string a = "/srv/borg/main", b = "/mnt/usb/main";
   const std::string id_dir = base.path + "/" + kId;
@@ -450,7 +450,7 @@ TEST_CASE("one state per repository id and path; a state of the earlier layout g
   }
 }
 
-TEST_CASE("the same file: size, mtime, inode and ctime; a record without a ctime is compared without it") {
+TEST_CASE("the same file: size, mtime, inode and ctime, a record without a ctime is compared without it") {
   const UnitIdentity now{500, 7, 77, 99};
   CHECK(SameFile(now, now));
   CHECK_FALSE(SameFile(UnitIdentity{500, 7, 77, 98}, now));  // restored: the same inode even, a new ctime
@@ -466,7 +466,7 @@ TEST_CASE("the same file: size, mtime, inode and ctime; a record without a ctime
   CHECK(back->units["pack " + std::string(64, 'c')].identity.ctime_ns == 0);
   CHECK(FormatState(st).find("\"ctime_ns\":123456789012345678") != std::string::npos);
 }
-TEST_CASE("a unit replaced under its name stays in the cycle; a record without a ctime keeps its marks") {
+TEST_CASE("a unit replaced under its name stays in the cycle, a record without a ctime keeps its marks") {
   TempStateDir tmp;
   Result<StateDir::Opened> opened = StateDir::Open(tmp.path, kId, "/srv/borg/main");
   REQUIRE(opened.ok());
