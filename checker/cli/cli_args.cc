@@ -120,6 +120,9 @@ Result<CliOptions> ValidateArgs(const RawArgs& raw) {
   cli.sftp.connections = raw.remote_connections_given ? unsigned(raw.remote_connections)
                          : serve                      ? kDefaultServeConnections
                                                       : kDefaultRemoteConnections;
+  // Asked for: that many, at once. The default: the link's round trip decides (sftp only).
+  cli.sftp.more_connections_from = raw.remote_connections_given || serve ? std::chrono::microseconds(0)
+                                                                         : kMoreConnectionsFrom;
   const double timeout = raw.remote_timeout_given ? raw.remote_timeout : kDefaultRemoteTimeoutS;
   if (!(timeout >= 1 && timeout <= 86400)) {
     return Invalid("--remote-timeout must be between 1 and 86400 seconds");

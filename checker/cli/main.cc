@@ -193,9 +193,10 @@ int main(int argc, char** argv) {
                      "the server's borg for ssh:// repositories (default: $BORG_REMOTE_PATH, else borg)")
           ->type_name("CMD");
   CLI::Option* remote_connections = app.add_option("--remote-connections", raw.remote_connections,
-                 fmt::format("ssh connections to the server (sftp://: default {}; ssh://: borg serve sessions, "
-                             "default {})",
-                             cli::kDefaultRemoteConnections, cli::kDefaultServeConnections))
+                 fmt::format("ssh connections to the server (sftp://: default {} where the first one's round "
+                             "trip takes {} ms or more, else 1; ssh://: borg serve sessions, default {})",
+                             cli::kDefaultRemoteConnections, cli::kMoreConnectionsFrom.count() / 1000,
+                             cli::kDefaultServeConnections))
       ->type_name("N");
   CLI::Option* remote_timeout =
       app.add_option("--remote-timeout", raw.remote_timeout,

@@ -12,6 +12,7 @@
 // Thread contract: pure functions and reads of the environment; main thread only.
 #pragma once
 
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -26,6 +27,13 @@ inline constexpr unsigned kMaxRemoteConnections = 16;
 // Chosen from bench/RESULTS.md ("Remote"): one ssh channel carries about 2 MiB per round trip,
 // so a high-latency link needs several; on a LAN the extra ones cost a connect each.
 inline constexpr unsigned kDefaultRemoteConnections = 4;
+// Without --remote-connections, the connections past the first start only when the first's
+// round trip is at least this long (remote::SftpOptions::more_connections_from): at 5 ms one
+// channel's 2 MiB window carries 400 MB/s, more than ssh decrypts on a core here (OpenSSH's
+// sftp fetched the bench's repository at about 160 MB/s at 0 ms). At 0 ms on 2 cores, the three
+// other handshakes made the run 0.72 s instead of 0.57 s (bench/RESULTS.md, "Remote (sftp),
+// 2026-12-07: reused buffers, wider pipe"); at 20 and 100 ms, four connections are the fastest.
+inline constexpr std::chrono::microseconds kMoreConnectionsFrom{5000};
 // ssh:// (borg serve): one session. Each is a borg process on the server; more sessions were
 // slower here (bench/RESULTS.md, "Remote (borg serve)": the server's and ssh's CPU, not the
 // link, was the limit), and a backup server has backups to run.

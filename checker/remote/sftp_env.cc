@@ -207,18 +207,7 @@ class Connection {
   Status AwaitVersion() {
     std::unique_lock<std::mutex> lock(mu_);
     if (!WaitOrStop(lock, [&] { return version_received_ || !lost_.ok(); })) return Stopped();
-    if (lost_.ok()) {
-      if (version_ == 3) {
-        established_ = true;
-        return Status::Ok();
-      }
-      LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "the server speaks SFTP version " +
-                                                                        std::to_string(version_) + ", not 3"));
-      const Status lost = lost_;
-      lock.unlock();
-      (void)Shutdown();
-      return lost;
-    }
+    if (lost_.ok()) return Status::Ok();  // VERSION 3 (HandlePacket refuses any other)
     const LossKind kind = loss_kind_;
     const Status lost = lost_;
     lock.unlock();
@@ -424,6 +413,9 @@ class Connection {
   int Shutdown() {
     if (!proc_) return 0;
     CloseInput();
+    // Still connecting (a connection started after the first's round trip, in a short run): ssh
+    // would finish its handshake before it sees the closed stdin; nothing waits for it.
+    if (!ready_.load()) proc_->Signal(SIGTERM);
     const int ws = proc_->Terminate(kKillGrace);
     stop_.store(true);
     if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);  // the I/O thread leaves its poll now
@@ -442,6 +434,10 @@ class Connection {
 
   std::atomic<int> open_files{0};
   std::atomic<int> opening{0};  // SftpEnv::Impl::OpenNow calls under way on it (LeastLoaded)
+  // VERSION 3 has come. A connection started after Connect's round trip (SftpOptions::
+  // more_connections_from) takes requests before that (ssh passes them on once its session is
+  // up), but LeastLoaded leaves it out until then.
+  bool ready() const { return ready_.load(); }
 
  private:
   struct Slot {
@@ -572,6 +568,13 @@ class Connection {
       version_ = *v;
       version_received_ = true;
       awaiting_version_ = false;
+      if (version_ != 3) {
+        LoseLocked(LossKind::kProtocol, Status(StatusCode::kIoError, Prefix() + "the server speaks SFTP version " +
+                                                                          std::to_string(version_) + ", not 3"));
+        return;
+      }
+      established_ = true;
+      ready_.store(true);
       return;
     }
     sftp::ReplyHeader h;
@@ -762,6 +765,7 @@ class Connection {
   bool version_received_ = false;
   uint32_t version_ = 0;
   bool established_ = false;
+  std::atomic<bool> ready_{false};  // established_, for readers without mu_
   Status lost_;
   LossKind loss_kind_ = LossKind::kNone;
   Clock::time_point pending_since_{};  // when the table last became non-empty
@@ -1318,6 +1322,7 @@ struct SftpEnv::Impl {
   SftpTarget target;
   SftpOptions options;
   std::string root;
+  std::chrono::microseconds round_trip{0};  // REALPATH's, in Connect
   std::shared_ptr<LossLog> loss = std::make_shared<LossLog>();
   std::vector<std::shared_ptr<Connection>> conns;
   mutable std::atomic<unsigned> next{0};
@@ -1370,7 +1375,14 @@ struct SftpEnv::Impl {
     return nullptr;
   }
 
-  Connection& Any() const { return *conns[next.fetch_add(1) % conns.size()]; }
+  // Round robin over the connections that are up (the first always is).
+  Connection& Any() const {
+    for (size_t tries = 0; tries < conns.size(); ++tries) {
+      Connection& c = *conns[next.fetch_add(1) % conns.size()];
+      if (c.ready()) return c;
+    }
+    return *conns[0];
+  }
 
   // Regular files the latest List of their folder (or a Stat of them) named, with the size it
   // said; a Stat or an OPEN that fails forgets the path. Open sends no
@@ -1417,11 +1429,12 @@ struct SftpEnv::Impl {
     return it->second;
   }
 
+  // The first is always ready (Connect waited for it); one still connecting is left out.
   const std::shared_ptr<Connection>& LeastLoaded() const {
     size_t best = 0;
     for (size_t i = 1; i < conns.size(); ++i) {
-      if (conns[i]->open_files.load() + conns[i]->opening.load() <
-          conns[best]->open_files.load() + conns[best]->opening.load()) {
+      if (conns[i]->ready() && conns[i]->open_files.load() + conns[i]->opening.load() <
+                                   conns[best]->open_files.load() + conns[best]->opening.load()) {
         best = i;
       }
     }
@@ -1495,11 +1508,17 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
   auto impl = std::make_unique<Impl>();
   impl->target = target;
   impl->options = options;
-  for (unsigned i = 0; i < options.connections; ++i) {
+  auto start = [&]() -> Status {
     auto c = std::make_shared<Connection>(target.host, options, impl->loss);
     Status s = c->Start(argv);
     if (!s.ok()) return s;
     impl->conns.push_back(std::move(c));
+    return Status::Ok();
+  };
+  // Decided by the first connection's first round trip: the others start after it.
+  const bool decide = options.more_connections_from.count() > 0 && options.connections > 1;
+  for (unsigned i = 0; i < (decide ? 1 : options.connections); ++i) {
+    if (Status s = start(); !s.ok()) return s;
   }
   for (auto& c : impl->conns) {
     Status s = c->AwaitVersion();
@@ -1508,8 +1527,17 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
 
   const std::string asked = path.empty() ? "." : path;
   Connection& c = *impl->conns[0];
+  const auto asked_at = std::chrono::steady_clock::now();
   Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodePathRequest(sftp::kRealpath, id, asked); });
   if (!body.ok()) return WithPath(asked, body.status());
+  impl->round_trip = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - asked_at);
+  if (decide && impl->round_trip >= options.more_connections_from) {
+    // Not waited for: they come up while the run goes on (Connection::ready). Spawned here, so
+    // still before any worker thread starts.
+    for (unsigned i = 1; i < options.connections; ++i) {
+      if (Status s = start(); !s.ok()) return s;
+    }
+  }
   const uint8_t t = uint8_t((*body)[0]);
   if (t == sftp::kName) {
     Result<std::vector<sftp::NameEntry>> names = sftp::ParseName(*body);
@@ -1532,6 +1560,8 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
 }
 
 const std::string& SftpEnv::root() const { return impl_->root; }
+
+std::chrono::microseconds SftpEnv::round_trip() const { return impl_->round_trip; }
 
 Result<std::unique_ptr<io::File>> SftpEnv::Open(const std::string& path) const {
   if (std::unique_ptr<Impl::OpenedAhead> a = impl_->TakeOpenedAhead(path)) {
@@ -1781,7 +1811,8 @@ Result<io::FileStat> SftpEnv::Lstat(const std::string& path) const {
   return ToFileStat(*a);
 }
 
-unsigned SftpEnv::Connections() const { return impl_->options.connections; }
+// Those started: all, or 1 where the round trip was short (SftpOptions::more_connections_from).
+unsigned SftpEnv::Connections() const { return unsigned(impl_->conns.size()); }
 
 Status SftpEnv::Lost() const { return impl_->loss->Get(); }
 

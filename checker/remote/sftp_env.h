@@ -44,6 +44,12 @@ struct SftpTarget {
 
 struct SftpOptions {
   unsigned connections = 1;  // ssh processes (each one sftp session), 1..16
+  // Zero: Connect starts every connection at once and waits for them all. Else, with more than
+  // one: Connect starts the first, and the others only if its first round trip (REALPATH) took
+  // at least this long; they are not waited for, and serve requests once they are up. Near the
+  // server one ssh channel carries more than ssh decrypts, and each other connection's handshake
+  // only takes CPU from the run (cli/remote_args.h: kMoreConnectionsFrom, measured).
+  std::chrono::microseconds more_connections_from{0};
   // A server that answers nothing for this long while requests wait is taken for lost: the
   // connection is closed and every waiting and later call fails with kIoError.
   std::chrono::milliseconds timeout{std::chrono::seconds(60)};
@@ -54,7 +60,9 @@ struct SftpOptions {
 class SftpEnv final : public io::Env {
  public:
   // Spawns `options.connections` ssh processes, negotiates version 3 on each and resolves
-  // `path` (relative to the login folder, or absolute) with REALPATH on the first one.
+  // `path` (relative to the login folder, or absolute) with REALPATH on the first one (with
+  // more_connections_from: the first, then maybe the others, not waited for; a later failure of
+  // one of those is a lost connection).
   // Errors (kIoError unless said): ssh cannot be run; ssh exits or closes before VERSION (the
   // message carries the last lines ssh wrote to stderr, escaped: "Permission denied
   // (publickey)", "Host key verification failed", "Connection refused", "subsystem request
@@ -66,6 +74,9 @@ class SftpEnv final : public io::Env {
   // The repository's absolute path on the server (REALPATH of Connect's path; the path as
   // given when REALPATH answers NO_SUCH_FILE, so that Stat/List report kNotFound later).
   const std::string& root() const;
+  // Connect's REALPATH round trip (with SftpOptions::more_connections_from, what decided
+  // Connections(): 1, or all).
+  std::chrono::microseconds round_trip() const;
 
   // io::Env. Error classes as io/env.h: NO_SUCH_FILE -> kNotFound; a non-regular file at Open
   // -> kCorruptMetadata; PERMISSION_DENIED, FAILURE, a lost connection -> kIoError.

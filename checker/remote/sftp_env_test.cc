@@ -1002,6 +1002,74 @@ TEST_CASE("sftp_env: read-ahead buffers reused from file to file never show anot
   CHECK(env->Lost().ok());
 }
 
+TEST_CASE("sftp_env: with more_connections_from, the first round trip decides whether the others start",
+          "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const size_t size = (21 << 20) + 99;
+  const std::string bytes = RandomBytes(size, 17);
+  const std::string path = root + "/seg";
+  WriteFile(path, bytes);
+  // Each spawn is counted; the server logs every request.
+  SftpTarget t = ScriptTarget(dir, "echo x >> '" + dir.path() + "/spawns'\n" + "cd '" + root + "' || exit 1\n" +
+                                       "exec " + kSftpServer + " -e -l DEBUG1 2>>'" + dir.path() + "/log'\n");
+  SftpOptions o;
+  o.connections = 4;
+  // Thresholds no round trip here can be on the wrong side of: a pipe's is microseconds.
+  const bool far = GENERATE(false, true);
+  o.more_connections_from = far ? std::chrono::microseconds(1) : std::chrono::microseconds(10'000'000);
+  INFO((far ? "round trip above the threshold" : "round trip below the threshold"));
+  {
+    auto env = MustConnect(t, root, o);
+    CHECK(env->round_trip() > std::chrono::microseconds(0));
+    CHECK(env->round_trip() < std::chrono::microseconds(10'000'000));
+    CHECK(env->Connections() == (far ? 4u : 1u));
+    Result<std::unique_ptr<io::File>> f = env->Open(path);
+    REQUIRE(f.ok());
+    std::string got(size, '\0');
+    REQUIRE((*f)->ReadAt(0, size, reinterpret_cast<uint8_t*>(got.data())).ok());
+    CHECK(got == bytes);
+    CHECK(env->Lost().ok());
+  }
+  CHECK(CountOf(ReadFile(dir.path() + "/spawns"), "x") == (far ? 4u : 1u));
+  // Far: the file's large read is striped over every connection, the late ones included.
+  CHECK(CountOf(ReadFile(dir.path() + "/log"), "open \"" + path + "\"") == (far ? 4u : 1u));
+}
+
+TEST_CASE("sftp_env: a connection started after the first that fails is a lost connection, not a hang",
+          "[sftp]") {
+  if (!HaveServer()) return;
+  TempDir dir;
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  const size_t size = (21 << 20) + 5;
+  WriteFile(root + "/seg", RandomBytes(size, 23));
+  // The first spawn is the server; every later one fails as a refused login does.
+  SftpTarget t = ScriptTarget(dir, "if [ -e '" + dir.path() + "/first' ]; then echo 'Permission denied (publickey).' >&2; exit 255; fi\n" +
+                                       "touch '" + dir.path() + "/first'\n" + "cd '" + root + "' || exit 1\n" +
+                                       "exec " + kSftpServer + "\n");
+  SftpOptions o;
+  o.connections = 3;
+  o.more_connections_from = std::chrono::microseconds(1);
+  o.timeout = std::chrono::seconds(20);
+  auto env = MustConnect(t, root, o);
+  CHECK(env->Connections() == 3u);
+  const auto t0 = std::chrono::steady_clock::now();
+  Result<std::unique_ptr<io::File>> f = env->Open(root + "/seg");
+  Status read = f.ok() ? Status::Ok() : f.status();
+  if (f.ok()) {
+    std::string got(size, '\0');
+    read = (*f)->ReadAt(0, size, reinterpret_cast<uint8_t*>(got.data()));  // striped: needs the others
+  }
+  CHECK(SecondsSince(t0) < 15);
+  CHECK(!read.ok());
+  CHECK(read.code() == StatusCode::kIoError);
+  CHECK(!env->Lost().ok());
+  CHECK_THAT(env->Lost().message(), Catch::Matchers::Contains("Permission denied (publickey)"));
+}
+
 TEST_CASE("sftp_env: small files are read by the open itself, exactly", "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;

@@ -13,7 +13,8 @@ What is checked:
     resolved absolute form, as docs/remote.md says) and the timing fields.
   * A path relative to the login folder (sshd: `ForceCommand internal-sftp -d FOLDER`), and a
     chrooted sftp-only login (`ChrootDirectory` + `ForceCommand internal-sftp`; root only).
-  * --remote-connections 1 and 4, and --rsh instead of BORG_RSH: the same records.
+  * --remote-connections 1 and 4, and --rsh instead of BORG_RSH: the same records. Without
+    --remote-connections over a 50 ms round trip (the relay): 4 ssh spawned; with 1: one.
   * Errors: nothing listening, a key the server refuses, an unknown host key, a server without
     the sftp subsystem: exit 2, one stderr line "borgcheck: ..." naming the URL and quoting ssh
     (its phrase matched case-insensitively); a missing path: exit 13.
@@ -32,6 +33,7 @@ import shlex
 import shutil
 import signal
 import sys
+import tempfile
 import time
 
 sys.dont_write_bytecode = True
@@ -116,6 +118,10 @@ class SftpTestCase(cs.CliTestCase):
                 self.assertIn(rec.pop("repository"), repository, result)
             records.append(rec)
         return records
+
+    def relay_rsh(self, *options):
+        proxy = shlex.join([sys.executable, RELAY] + list(options) + ["127.0.0.1", str(self.sshd.port)])
+        return self.sshd.rsh("-o", "ProxyCommand=" + proxy)
 
     def check_same(self, repo, args, env, url=None, remote_args=(), remote_env=None, resolved=None):
         """Runs `--json ARGS repo` locally and through sftp, side by side (the key derivation
@@ -229,6 +235,29 @@ class PathsAndConnections(SftpTestCase):
                     records = self.check_same(repo, THREADS, {}, remote_args=extra, remote_env=remote_env)
                     self.assertEqual(records[-1]["exit_code"], cs.EXIT_INTEGRITY_ERRORS)
 
+    def test_the_default_starts_more_connections_only_over_a_slow_round_trip(self):
+        # Through a relay that adds 25 ms each way, the first connection's round trip is 50 ms or
+        # more whatever the load: over the 5 ms from which the default starts all 4 (after the
+        # first's round trip, not waited for). --remote-connections 1 starts one. Counted where
+        # they are spawned (a wrapper of ssh): a late one may still be connecting when a short
+        # run ends. Findings equal the local run's either way.
+        counting = tempfile.mkdtemp(prefix="borgcheck-spawns-")  # not in self.tmp: watched
+        self.addCleanup(shutil.rmtree, counting, True)
+        spawns = os.path.join(counting, "spawns")
+        wrapper = os.path.join(counting, "count-ssh")
+        with open(wrapper, "w") as f:
+            f.write('echo x >> %s\nexec "$@"\n' % shlex.quote(spawns))
+        rsh = "sh %s %s" % (shlex.quote(wrapper), self.relay_rsh("--delay-ms", "25"))
+        repo = self.copy_generation("borg1/corrupt/crc-repokey")
+        for extra, want in (([], 4), (["--remote-connections", "1"], 1)):
+            with self.subTest(args=extra):
+                if os.path.exists(spawns):
+                    os.unlink(spawns)
+                records = self.check_same(repo, THREADS, {}, remote_args=extra, remote_env={"BORG_RSH": rsh})
+                self.assertEqual(records[-1]["exit_code"], cs.EXIT_INTEGRITY_ERRORS)
+                with open(spawns) as f:
+                    self.assertEqual(f.read().count("x"), want)
+
     def test_remote_connections_out_of_range_is_a_usage_error(self):
         repo = self.copy_generation("borg1/v1.2.4/repos/none")
         for n in ("0", "17"):
@@ -319,9 +348,6 @@ def make_long(test, base):
 
 
 class LostConnections(SftpTestCase):
-    def relay_rsh(self, *options):
-        proxy = shlex.join([sys.executable, RELAY] + list(options) + ["127.0.0.1", str(self.sshd.port)])
-        return self.sshd.rsh("-o", "ProxyCommand=" + proxy)
 
     def assert_no_relay_left(self, marker):
         """borgcheck's ssh processes are gone after it exits: their relays (found by the
