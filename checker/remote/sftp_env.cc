@@ -171,9 +171,12 @@ enum class LossKind { kNone, kEof, kTimeout, kProtocol, kWrite };
 // owns the PacketReader and the read ends of stdout and stderr.
 class Connection {
  public:
-  Connection(std::string host, const SftpOptions& options, std::shared_ptr<LossLog> log)
+  // `spare`: started after Connect's round trip (SftpOptions::more_connections_from), only to
+  // go faster. One lost before it was ever ready is left out (left_out()): its loss is not the
+  // env's, and the run goes on with the connections that came up.
+  Connection(std::string host, const SftpOptions& options, std::shared_ptr<LossLog> log, bool spare = false)
       : host_(std::move(host)), timeout_(options.timeout), in_flight_limit_(options.in_flight_bytes),
-        log_(std::move(log)) {}
+        log_(std::move(log)), spare_(spare) {}
   ~Connection() { (void)Shutdown(); }
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -413,9 +416,9 @@ class Connection {
   int Shutdown() {
     if (!proc_) return 0;
     CloseInput();
-    // Still connecting (a connection started after the first's round trip, in a short run): ssh
-    // would finish its handshake before it sees the closed stdin; nothing waits for it.
-    if (!ready_.load()) proc_->Signal(SIGTERM);
+    // Still connecting (a spare in a short run): ssh would finish its handshake before it sees
+    // the closed stdin; nothing waits for it. (A lost one is ending, or was signalled.)
+    if (!ready_.load() && !lost_flag_.load()) proc_->Signal(SIGTERM);
     const int ws = proc_->Terminate(kKillGrace);
     stop_.store(true);
     if (wake_[1] >= 0) (void)!::write(wake_[1], "x", 1);  // the I/O thread leaves its poll now
@@ -438,6 +441,17 @@ class Connection {
   // more_connections_from) takes requests before that (ssh passes them on once its session is
   // up), but LeastLoaded leaves it out until then.
   bool ready() const { return ready_.load(); }
+  // A spare lost before it was ever ready: never used (LeastLoaded and Any skip it, stripes
+  // leave it out, a stream does not fail for it).
+  bool left_out() const { return spare_ && lost_flag_.load() && !ready_.load(); }
+  // The env is going: a spare still connecting is given up now (its waiters wake, its ssh gets
+  // SIGTERM), so that nothing waits for its handshake or its timeout.
+  void AbortIfConnecting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (established_ || !lost_.ok()) return;
+    LoseLocked(LossKind::kEof, Status(StatusCode::kIoError, Prefix() + "closed"), false);
+    if (proc_) proc_->Signal(SIGTERM);
+  }
 
  private:
   struct Slot {
@@ -450,7 +464,8 @@ class Connection {
     return next_id_++;
   }
   void AddSlot(uint32_t id, Pending* p, uint32_t read_len) {
-    if (pending_.empty()) pending_since_ = Clock::now();
+    // Still awaiting VERSION: the timeout runs from Start, not from the first request.
+    if (pending_.empty() && !awaiting_version_) pending_since_ = Clock::now();
     pending_.emplace(id, Slot{p, read_len});
     in_flight_ += read_len;
   }
@@ -511,7 +526,7 @@ class Connection {
     }
     pending_.clear();
     in_flight_ = 0;
-    if (record) log_->Record(lost_);
+    if (record && !(spare_ && !established_)) log_->Record(lost_);
     cv_.notify_all();
     if ((kind == LossKind::kTimeout || kind == LossKind::kProtocol) && proc_) {
       // Stop the server: a stalled or confused one must not linger. After an EOF or a failed
@@ -766,6 +781,7 @@ class Connection {
   uint32_t version_ = 0;
   bool established_ = false;
   std::atomic<bool> ready_{false};  // established_, for readers without mu_
+  const bool spare_;
   Status lost_;
   LossKind loss_kind_ = LossKind::kNone;
   Clock::time_point pending_since_{};  // when the table last became non-empty
@@ -794,8 +810,8 @@ constexpr uint64_t kStreamAheadBudget = 64ull << 20;
 
 // The buffers of the stream read-ahead's windows, for every file of one SftpEnv, and their
 // budget: at most kStreamAheadBudget bytes of buffers exist at once, taken or idle. A buffer let
-// go is kept idle and given to the next window it is large enough for; a new one is made only
-// when none fits, after idle ones are freed to make room. A window's pages are then written by
+// go is kept idle and given to the next window it is large enough for (and at most twice as
+// large as); a new one is made only when none fits, after idle ones are freed to make room. A window's pages are then written by
 // the connection's I/O thread without faulting in afresh: each 8 MiB window was a new mapping,
 // 16,000 page faults on that thread for the bench's 62 MB segment (0 ms, one connection, the
 // sshd harness without the relay: the run 0.60 s -> 0.56 s; bench/RESULTS.md, "Remote (sftp),
@@ -837,24 +853,32 @@ class AheadBudget {
     size_t capacity_ = 0;
   };
 
-  // A buffer of at least n bytes: the smallest idle one that holds n, else a new one of n bytes
-  // if the budget has room once the idle ones are freed. Empty without room or memory.
+  // A buffer of at least n bytes: the smallest idle one that holds n and is at most twice n
+  // (a larger one would hold budget a shorter window does not use), else a new one of n bytes
+  // if the budget has room once idle ones are freed. Empty without room or memory; then no idle
+  // buffer is freed.
   Buffer Take(size_t n) {
     std::lock_guard<std::mutex> lock(mu_);
+    if (n == 0) return Buffer();
     size_t best = idle_.size();
+    uint64_t idle_bytes = 0;
     for (size_t i = 0; i < idle_.size(); ++i) {
-      if (idle_[i].capacity >= n && (best == idle_.size() || idle_[i].capacity < idle_[best].capacity)) best = i;
+      idle_bytes += idle_[i].capacity;
+      if (idle_[i].capacity >= n && idle_[i].capacity / 2 <= n &&
+          (best == idle_.size() || idle_[i].capacity < idle_[best].capacity)) {
+        best = i;
+      }
     }
     if (best < idle_.size()) {
       Idle b = std::move(idle_[best]);
       idle_.erase(idle_.begin() + std::ptrdiff_t(best));
       return Buffer(this, std::move(b.bytes), b.capacity);
     }
-    while (held_ + n > kStreamAheadBudget && !idle_.empty()) {
+    if (held_ - idle_bytes + n > kStreamAheadBudget) return Buffer();  // taken ones fill it
+    while (held_ + n > kStreamAheadBudget) {  // idle ones are freed to make room
       held_ -= idle_.back().capacity;
       idle_.pop_back();
     }
-    if (n == 0 || held_ + n > kStreamAheadBudget) return Buffer();
     std::unique_ptr<uint8_t[]> bytes(new (std::nothrow) uint8_t[n]);
     if (!bytes) return Buffer();
     held_ += n;
@@ -1082,6 +1106,7 @@ class SftpFile final : public io::File {
     // A lost connection fails the read, even one a kept window could serve.
     if (Status lost = conn_->lost(); !lost.ok()) return lost;
     for (const std::shared_ptr<Connection>& o : others_) {
+      if (o->left_out()) continue;
       if (Status lost = o->lost(); !lost.ok()) return lost;
     }
     std::unique_ptr<Window> taken;
@@ -1190,17 +1215,18 @@ class SftpFile final : public io::File {
       if (lost.ok()) lost = s;
     };
     for (const std::shared_ptr<Connection>& c : others_) {
+      if (c->left_out()) continue;
       tries.push_back(std::make_unique<Try>());
       Try& t = *tries.back();
       t.conn = c;
       Status s = c->Post({&t.open}, false, [&](const Pending& p) { return sftp::EncodeOpenRead(p.id, path_); });
-      if (!s.ok()) note_loss(s);
+      if (!s.ok() && !c->left_out()) note_loss(s);  // a spare that never came up: left out
     }
     for (auto& t : tries) {
       if (t->open.id == 0) continue;
       Status s = t->conn->Wait(&t->open);
       if (!s.ok()) {
-        note_loss(s);
+        if (!t->conn->left_out()) note_loss(s);
         continue;
       }
       if (t->open.type == sftp::kHandle) {
@@ -1346,6 +1372,8 @@ struct SftpEnv::Impl {
   ~Impl() {
     // The threads opening ahead first (each ends within a round trip, or the timeout on a
     // stalled server), then their files (closing their handles), then the connections.
+    // A spare still connecting is given up first: a thread opening stripes ahead may wait on it.
+    for (auto& c : conns) c->AbortIfConnecting();
     std::vector<std::unique_ptr<OpenedAhead>> ahead;
     {
       std::lock_guard<std::mutex> lock(ahead_mu);
@@ -1508,8 +1536,8 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
   auto impl = std::make_unique<Impl>();
   impl->target = target;
   impl->options = options;
-  auto start = [&]() -> Status {
-    auto c = std::make_shared<Connection>(target.host, options, impl->loss);
+  auto start = [&](bool spare) -> Status {
+    auto c = std::make_shared<Connection>(target.host, options, impl->loss, spare);
     Status s = c->Start(argv);
     if (!s.ok()) return s;
     impl->conns.push_back(std::move(c));
@@ -1518,7 +1546,7 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
   // Decided by the first connection's first round trip: the others start after it.
   const bool decide = options.more_connections_from.count() > 0 && options.connections > 1;
   for (unsigned i = 0; i < (decide ? 1 : options.connections); ++i) {
-    if (Status s = start(); !s.ok()) return s;
+    if (Status s = start(false); !s.ok()) return s;
   }
   for (auto& c : impl->conns) {
     Status s = c->AwaitVersion();
@@ -1531,13 +1559,6 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
   Result<std::string> body = c.Call([&](uint32_t id) { return sftp::EncodePathRequest(sftp::kRealpath, id, asked); });
   if (!body.ok()) return WithPath(asked, body.status());
   impl->round_trip = std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - asked_at);
-  if (decide && impl->round_trip >= options.more_connections_from) {
-    // Not waited for: they come up while the run goes on (Connection::ready). Spawned here, so
-    // still before any worker thread starts.
-    for (unsigned i = 1; i < options.connections; ++i) {
-      if (Status s = start(); !s.ok()) return s;
-    }
-  }
   const uint8_t t = uint8_t((*body)[0]);
   if (t == sftp::kName) {
     Result<std::vector<sftp::NameEntry>> names = sftp::ParseName(*body);
@@ -1555,6 +1576,14 @@ Result<std::unique_ptr<SftpEnv>> SftpEnv::Connect(const SftpTarget& target, cons
   } else {
     c.ProtocolError("a reply of type " + std::to_string(t) + " to REALPATH");
     return WithPath(asked, c.lost());
+  }
+  if (decide && impl->round_trip >= options.more_connections_from) {
+    // Spares: not waited for, they come up while the run goes on (Connection::ready). Spawned
+    // here, once the path is resolved, so still before any worker thread starts. One that
+    // cannot even be spawned (no pipe, no thread, no process) is only not there.
+    for (unsigned i = 1; i < options.connections; ++i) {
+      if (!start(true).ok()) break;
+    }
   }
   return std::unique_ptr<SftpEnv>(new SftpEnv(std::move(impl)));
 }

@@ -46,7 +46,8 @@ struct SftpOptions {
   unsigned connections = 1;  // ssh processes (each one sftp session), 1..16
   // Zero: Connect starts every connection at once and waits for them all. Else, with more than
   // one: Connect starts the first, and the others only if its first round trip (REALPATH) took
-  // at least this long; they are not waited for, and serve requests once they are up. Near the
+  // at least this long; they are not waited for, serve requests once they are up, and are left
+  // out if they never come up (refused, exited, no VERSION within `timeout`). Near the
   // server one ssh channel carries more than ssh decrypts, and each other connection's handshake
   // only takes CPU from the run (cli/remote_args.h: kMoreConnectionsFrom, measured).
   std::chrono::microseconds more_connections_from{0};
@@ -61,8 +62,8 @@ class SftpEnv final : public io::Env {
  public:
   // Spawns `options.connections` ssh processes, negotiates version 3 on each and resolves
   // `path` (relative to the login folder, or absolute) with REALPATH on the first one (with
-  // more_connections_from: the first, then maybe the others, not waited for; a later failure of
-  // one of those is a lost connection).
+  // more_connections_from: the first, then maybe the others, not waited for; one of those that
+  // never comes up is left out, and the env goes on without it).
   // Errors (kIoError unless said): ssh cannot be run; ssh exits or closes before VERSION (the
   // message carries the last lines ssh wrote to stderr, escaped: "Permission denied
   // (publickey)", "Host key verification failed", "Connection refused", "subsystem request
