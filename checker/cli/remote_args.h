@@ -30,9 +30,10 @@ inline constexpr unsigned kDefaultRemoteConnections = 4;
 // Without --remote-connections, the connections past the first start only when the first's
 // round trip is at least this long (remote::SftpOptions::more_connections_from): at 5 ms one
 // channel's 2 MiB window carries 400 MB/s, more than ssh decrypts on a core here (OpenSSH's
-// sftp fetched the bench's repository at about 160 MB/s at 0 ms). At 0 ms on 2 cores, the three
-// other handshakes made the run 0.72 s instead of 0.57 s (bench/RESULTS.md, "Remote (sftp),
-// 2026-12-07: reused buffers, wider pipe"); at 20 and 100 ms, four connections are the fastest.
+// sftp fetched the bench's repository at about 170-190 MB/s at 0 ms). At 0 ms on 2 cores, the
+// three other handshakes made the run 0.62 s instead of 0.49 s; at 20 and 100 ms, four
+// connections are the fastest (bench/RESULTS.md, "Remote (sftp), 2026-12-07: reused buffers,
+// wider pipe, spare connections").
 inline constexpr std::chrono::microseconds kMoreConnectionsFrom{5000};
 // ssh:// (borg serve): one session. Each is a borg process on the server; more sessions were
 // slower here (bench/RESULTS.md, "Remote (borg serve)": the server's and ssh's CPU, not the

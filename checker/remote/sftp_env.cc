@@ -811,11 +811,12 @@ constexpr uint64_t kStreamAheadBudget = 64ull << 20;
 // The buffers of the stream read-ahead's windows, for every file of one SftpEnv, and their
 // budget: at most kStreamAheadBudget bytes of buffers exist at once, taken or idle. A buffer let
 // go is kept idle and given to the next window it is large enough for (and at most twice as
-// large as); a new one is made only when none fits, after idle ones are freed to make room. A window's pages are then written by
-// the connection's I/O thread without faulting in afresh: each 8 MiB window was a new mapping,
-// 16,000 page faults on that thread for the bench's 62 MB segment (0 ms, one connection, the
-// sshd harness without the relay: the run 0.60 s -> 0.56 s; bench/RESULTS.md, "Remote (sftp),
-// 2026-12-07: reused buffers, wider pipe").
+// large as); a new one is made only when none fits, after idle ones are freed to make room. A
+// window's pages are then written by the connection's I/O thread without faulting in afresh:
+// each 8 MiB window was a new mapping, 16,000 page faults on that thread for the bench's 62 MB
+// segment (0 ms, one connection, the sshd harness without the relay: the run 0.60 s -> 0.56 s;
+// bench/RESULTS.md, "Remote (sftp), 2026-12-07: reused buffers, wider pipe, spare
+// connections").
 // Thread contract: any thread; the pool is guarded by mu_. A Buffer is owned by one window and
 // returns itself when destroyed; the pool outlives it (the env and every file hold the pool).
 class AheadBudget {
@@ -824,7 +825,9 @@ class AheadBudget {
    public:
     Buffer() = default;
     Buffer(Buffer&& o) noexcept
-        : pool_(std::exchange(o.pool_, nullptr)), bytes_(std::move(o.bytes_)), capacity_(std::exchange(o.capacity_, 0)) {}
+        : pool_(std::exchange(o.pool_, nullptr)),
+          bytes_(std::move(o.bytes_)),
+          capacity_(std::exchange(o.capacity_, 0)) {}
     Buffer& operator=(Buffer&& o) noexcept {
       if (this != &o) {
         Release();

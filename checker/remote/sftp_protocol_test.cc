@@ -26,7 +26,9 @@ std::string Cat(std::initializer_list<std::string> parts) {
   for (const std::string& p : parts) s += p;
   return s;
 }
-std::string Body(uint8_t type, uint32_t id, const std::string& rest) { return Cat({std::string(1, char(type)), U32(id), rest}); }
+std::string Body(uint8_t type, uint32_t id, const std::string& rest) {
+  return Cat({std::string(1, char(type)), U32(id), rest});
+}
 std::string Packet(const std::string& body) { return U32(uint32_t(body.size())) + body; }
 std::string FullAttrs(uint64_t size, uint32_t perm, uint32_t mtime) {
   return U32(sftp::kAttrSize | sftp::kAttrUidGid | sftp::kAttrPermissions | sftp::kAttrAcModTime) + U64(size) +

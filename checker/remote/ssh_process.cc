@@ -51,10 +51,10 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(const std::vector<std:
   // The child's stdout carries the replies' bytes: a pipe of 1 MiB instead of 64 KiB lets ssh
   // hand over what it received in fewer, larger writes, and its own buffer stays small (at
   // 0 ms and one connection, the bench's run took 0.55 s with 64 KiB, 0.48 s with 1 MiB;
-  // bench/RESULTS.md, "Remote (sftp), 2026-12-07: reused buffers, wider pipe"). Best effort:
-  // past the system's pipe-max-size or the user's pipe quota the default stays. Each such pipe
-  // counts 256 pages against that quota (fs.pipe-user-pages-soft, 16384 by default: 64 of them
-  // per user; 16 connections take 16).
+  // bench/RESULTS.md, "Remote (sftp), 2026-12-07: reused buffers, wider pipe, spare
+  // connections"). Best effort: past the system's pipe-max-size or the user's pipe quota the
+  // default stays. Each such pipe counts 256 pages against that quota (fs.pipe-user-pages-soft,
+  // 16384 by default: 64 of them per user; 16 connections take 16).
   (void)::fcntl(out[0], F_SETPIPE_SZ, kStdoutPipeBytes);
 
   posix_spawn_file_actions_t fa;
