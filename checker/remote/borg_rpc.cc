@@ -849,6 +849,20 @@ class BorgRpc::Impl {
         proc_->Signal(SIGKILL);
       }
     }
+    // Stopped (the process has been reaped): what is left in stderr still explains the end, e.g.
+    // "borg: not found" after our first write already failed with EPIPE (Connect words its
+    // failure from the last line once Shutdown has returned).
+    while (err_open) {
+      pollfd pfd{err_fd, POLLIN, 0};
+      if (::poll(&pfd, 1, 0) <= 0) break;
+      const ssize_t n = ::read(err_fd, errbuf, sizeof errbuf);
+      if (n <= 0) break;
+      AppendStderr(errbuf, size_t(n));
+    }
+    if (!err_line_.empty()) {
+      HandleStderrLine(err_line_);  // a last line without its newline
+      err_line_.clear();
+    }
   }
 
   const std::string host_;
@@ -914,8 +928,8 @@ Result<std::unique_ptr<BorgRpc>> BorgRpc::Connect(const BorgServeTarget& target)
       (void)impl->Shutdown();
       return r.status();
     }
+    const int ws = impl->Shutdown();  // first: stderr is read to its end
     const std::string last = impl->LastStderrLine();
-    const int ws = impl->Shutdown();
     std::string how = "the server closed the connection (is borg installed on the server?)";
     if (WIFEXITED(ws) || WIFSIGNALED(ws)) how += "; it ended with " + ChildProcess::DescribeWaitStatus(ws);
     return Status(StatusCode::kIoError, failed + how + (last.empty() ? "" : ": " + last));

@@ -529,6 +529,16 @@ TEST_CASE("a server that exits at once, or sends what is no reply", "[borg_rpc]"
     CHECK(c.status().message().find("borg: not found") != std::string::npos);
     CHECK(c.status().message().find("exit status 127") != std::string::npos);
   }
+  SECTION("says why only after it closed stdout: the message still quotes it") {
+    // Stdout closes at once; the reason comes on stderr 0.7 s later, after the 0.5 s that EOF
+    // waits for stderr: Connect words the failure once Shutdown has read stderr to its end.
+    Result<std::unique_ptr<BorgRpc>> c = BorgRpc::Connect(
+        ScriptTarget(dir, "borg", "exec 1>&-; sleep 0.7; echo 'sh: 1: borg: not found' >&2; exit 127"));
+    REQUIRE_FALSE(c.ok());
+    CHECK(c.status().message().find("connection to nohost failed: the server closed the connection") == 0);
+    CHECK(c.status().message().find("borg: not found") != std::string::npos);
+    CHECK(c.status().message().find("exit status 127") != std::string::npos);
+  }
   SECTION("not a map") {
     Result<std::unique_ptr<BorgRpc>> c = BorgRpc::Connect(ScriptTarget(dir, "borg", "head -c 1 >/dev/null; printf '\\001'; exec sleep 30"));
     REQUIRE_FALSE(c.ok());
