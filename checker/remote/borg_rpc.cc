@@ -852,13 +852,7 @@ class BorgRpc::Impl {
     // Stopped (the process has been reaped): what is left in stderr still explains the end, e.g.
     // "borg: not found" after our first write already failed with EPIPE (Connect words its
     // failure from the last line once Shutdown has returned).
-    while (err_open) {
-      pollfd pfd{err_fd, POLLIN, 0};
-      if (::poll(&pfd, 1, 0) <= 0) break;
-      const ssize_t n = ::read(err_fd, errbuf, sizeof errbuf);
-      if (n <= 0) break;
-      AppendStderr(errbuf, size_t(n));
-    }
+    if (err_open) ChildProcess::ReadWhatIsLeft(err_fd, [&](const char* b, size_t n) { AppendStderr(b, n); });
     if (!err_line_.empty()) {
       HandleStderrLine(err_line_);  // a last line without its newline
       err_line_.clear();

@@ -448,7 +448,7 @@ class Connection {
   // SIGTERM), so that nothing waits for its handshake or its timeout.
   void AbortIfConnecting() {
     std::lock_guard<std::mutex> lock(mu_);
-    if (established_ || !lost_.ok()) return;
+    if (ready_.load() || !lost_.ok()) return;
     LoseLocked(LossKind::kEof, Status(StatusCode::kIoError, Prefix() + "closed"), false);
     if (proc_) proc_->Signal(SIGTERM);
   }
@@ -494,7 +494,7 @@ class Connection {
   }
 
   std::string Prefix() const {  // under mu_
-    return "connection to " + host_ + (established_ ? " lost: " : " failed: ");
+    return "connection to " + host_ + (ready_.load() ? " lost: " : " failed: ");
   }
 
   // ": <the last lines ssh wrote to stderr, escaped>" or "".
@@ -526,7 +526,7 @@ class Connection {
     }
     pending_.clear();
     in_flight_ = 0;
-    if (record && !(spare_ && !established_)) log_->Record(lost_);
+    if (record && !(spare_ && !ready_.load())) log_->Record(lost_);
     cv_.notify_all();
     if ((kind == LossKind::kTimeout || kind == LossKind::kProtocol) && proc_) {
       // Stop the server: a stalled or confused one must not linger. After an EOF or a failed
@@ -588,7 +588,6 @@ class Connection {
                                                                           std::to_string(version_) + ", not 3"));
         return;
       }
-      established_ = true;
       ready_.store(true);
       return;
     }
@@ -740,13 +739,7 @@ class Connection {
     }
     // Stopped (ssh has been reaped): what is left in stderr still explains the end, e.g. after
     // a failed write of INIT to an ssh that exited at once.
-    while (err_open) {
-      pollfd pfd{err_fd, POLLIN, 0};
-      if (::poll(&pfd, 1, 0) <= 0) break;
-      const ssize_t n = ::read(err_fd, errbuf, sizeof errbuf);
-      if (n <= 0) break;
-      AppendStderr(errbuf, size_t(n));
-    }
+    if (err_open) ChildProcess::ReadWhatIsLeft(err_fd, [&](const char* b, size_t n) { AppendStderr(b, n); });
   }
 
   void AppendStderr(const char* bytes, size_t n) {
@@ -779,8 +772,8 @@ class Connection {
   bool awaiting_version_ = false;
   bool version_received_ = false;
   uint32_t version_ = 0;
-  bool established_ = false;
-  std::atomic<bool> ready_{false};  // established_, for readers without mu_
+  // VERSION 3 has come: written under mu_ (HandlePacket), read with or without it.
+  std::atomic<bool> ready_{false};
   const bool spare_;
   Status lost_;
   LossKind loss_kind_ = LossKind::kNone;
@@ -1214,8 +1207,9 @@ class SftpFile final : public io::File {
       }
     });
     Status lost;
-    auto note_loss = [&](const Status& s) {
-      if (lost.ok()) lost = s;
+    // A spare that never came up is left out like a refused OPEN: its loss is not the read's.
+    auto note_loss = [&](const Connection& c, const Status& s) {
+      if (lost.ok() && !c.left_out()) lost = s;
     };
     for (const std::shared_ptr<Connection>& c : others_) {
       if (c->left_out()) continue;
@@ -1223,13 +1217,13 @@ class SftpFile final : public io::File {
       Try& t = *tries.back();
       t.conn = c;
       Status s = c->Post({&t.open}, false, [&](const Pending& p) { return sftp::EncodeOpenRead(p.id, path_); });
-      if (!s.ok() && !c->left_out()) note_loss(s);  // a spare that never came up: left out
+      if (!s.ok()) note_loss(*c, s);
     }
     for (auto& t : tries) {
       if (t->open.id == 0) continue;
       Status s = t->conn->Wait(&t->open);
       if (!s.ok()) {
-        if (!t->conn->left_out()) note_loss(s);
+        note_loss(*t->conn, s);
         continue;
       }
       if (t->open.type == sftp::kHandle) {
@@ -1237,13 +1231,13 @@ class SftpFile final : public io::File {
         if (h.ok()) t->handle = std::move(*h);
       } else if (t->open.type != sftp::kStatus) {  // STATUS: refused, this connection is left out
         t->conn->ProtocolError("a reply of type " + std::to_string(t->open.type) + " to an open");
-        note_loss(t->conn->lost());
+        note_loss(*t->conn, t->conn->lost());
       }
       if (t->handle.empty()) continue;
       Status f = t->conn->Post({&t->fstat}, false, [&](const Pending& p) {
         return sftp::EncodeHandleRequest(sftp::kFstat, p.id, t->handle);
       });
-      if (!f.ok()) note_loss(f);
+      if (!f.ok()) note_loss(*t->conn, f);
     }
     for (auto& t : tries) {
       if (t->handle.empty()) continue;
@@ -1251,13 +1245,13 @@ class SftpFile final : public io::File {
       if (t->fstat.id != 0) {
         Status s = t->conn->Wait(&t->fstat);
         if (!s.ok()) {
-          note_loss(s);
+          note_loss(*t->conn, s);
         } else if (t->fstat.type == sftp::kAttrs) {
           Result<sftp::Attrs> a = sftp::ParseAttrsReply(t->fstat.body);
           same = a.ok() && SameFile(attrs_, *a);
         } else if (t->fstat.type != sftp::kStatus) {
           t->conn->ProtocolError("a reply of type " + std::to_string(t->fstat.type) + " to FSTAT");
-          note_loss(t->conn->lost());
+          note_loss(*t->conn, t->conn->lost());
         }
       }
       if (same) {

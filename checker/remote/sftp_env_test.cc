@@ -105,6 +105,28 @@ SftpTarget LoggingServerTarget(const TempDir& dir, const std::string& root) {
                                dir.path() + "/log'\n");
 }
 
+// DIR/repo, made: the folder the server starts in.
+std::string MakeRoot(const TempDir& dir) {
+  const std::string root = dir.path() + "/repo";
+  fs::create_directory(root);
+  return root;
+}
+
+// n bytes from RandomBytes(n, seed), written to `path`; returns them.
+std::string WriteRandom(const std::string& path, size_t n, uint32_t seed) {
+  std::string bytes = RandomBytes(n, seed);
+  WriteFile(path, bytes);
+  return bytes;
+}
+
+// The real server in `root` (logging to DIR/log) for the first spawn only; every later one (a
+// spare, SftpOptions::more_connections_from) runs `spare` instead, a shell command.
+SftpTarget FirstOnlyServerTarget(const TempDir& dir, const std::string& root, const std::string& spare) {
+  return ScriptTarget(dir, "if [ -e '" + dir.path() + "/first' ]; then " + spare + "\nfi\n" + "touch '" +
+                               dir.path() + "/first'\n" + "cd '" + root + "' || exit 1\n" + "exec " + kSftpServer +
+                               " -e -l DEBUG1 2>>'" + dir.path() + "/log'\n");
+}
+
 size_t CountOf(const std::string& text, const std::string& needle) {
   size_t n = 0;
   for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
@@ -870,12 +892,10 @@ TEST_CASE("sftp_env: a stream of windows, each starting inside the one before, i
           "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;
-  const std::string root = dir.path() + "/repo";
-  fs::create_directory(root);
+  const std::string root = MakeRoot(dir);
   const size_t size = (21 << 20) + 4321;
-  const std::string bytes = RandomBytes(size, 31);
   const std::string path = root + "/seg";
-  WriteFile(path, bytes);
+  const std::string bytes = WriteRandom(path, size, 31);
   SftpOptions o;
   o.connections = GENERATE(1u, 4u);
   auto env = MustConnect(LoggingServerTarget(dir, root), root, o);
@@ -965,15 +985,13 @@ TEST_CASE("sftp_env: more streams at once than the read-ahead budget holds are e
 TEST_CASE("sftp_env: read-ahead buffers reused from file to file never show another file's bytes", "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;
-  const std::string root = dir.path() + "/repo";
-  fs::create_directory(root);
+  const std::string root = MakeRoot(dir);
   // Larger, then smaller, then larger again, each ending inside a window: a buffer made for one
   // file's window is reused for the next file's shorter last window and the stream after it.
   const std::vector<size_t> sizes = {(21 << 20) + 777, (9 << 20) + 5, (13 << 20) + 4097, (21 << 20) + 777};
   std::vector<std::string> bytes;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    bytes.push_back(RandomBytes(sizes[i], uint32_t(70 + i)));
-    WriteFile(root + "/seg" + std::to_string(i), bytes.back());
+    bytes.push_back(WriteRandom(root + "/seg" + std::to_string(i), sizes[i], uint32_t(70 + i)));
   }
   SftpOptions o;
   o.connections = GENERATE(1u, 2u);
@@ -1006,12 +1024,10 @@ TEST_CASE("sftp_env: with more_connections_from, the first round trip decides wh
           "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;
-  const std::string root = dir.path() + "/repo";
-  fs::create_directory(root);
+  const std::string root = MakeRoot(dir);
   const size_t size = (21 << 20) + 99;
-  const std::string bytes = RandomBytes(size, 17);
   const std::string path = root + "/seg";
-  WriteFile(path, bytes);
+  const std::string bytes = WriteRandom(path, size, 17);
   // Each spawn is counted; the server logs every request.
   SftpTarget t = ScriptTarget(dir, "echo x >> '" + dir.path() + "/spawns'\n" + "cd '" + root + "' || exit 1\n" +
                                        "exec " + kSftpServer + " -e -l DEBUG1 2>>'" + dir.path() + "/log'\n");
@@ -1042,20 +1058,16 @@ TEST_CASE("sftp_env: a spare connection that never comes up is left out, and the
           "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;
-  const std::string root = dir.path() + "/repo";
-  fs::create_directory(root);
+  const std::string root = MakeRoot(dir);
   const size_t size = (21 << 20) + 5;
-  const std::string bytes = RandomBytes(size, 23);
   const std::string path = root + "/seg";
-  WriteFile(path, bytes);
+  const std::string bytes = WriteRandom(path, size, 23);
   // The first spawn is the server; every later one fails as a refused login does, or never
   // answers (its stdout stays open: only the timeout ends it).
   const bool silent = GENERATE(false, true);
   INFO((silent ? "spares never answer" : "spares are refused"));
-  const std::string spare = silent ? "exec sleep 60\n" : "echo 'Permission denied (publickey).' >&2; exit 255\n";
-  SftpTarget t = ScriptTarget(dir, "if [ -e '" + dir.path() + "/first' ]; then " + spare + "fi\n" + "touch '" +
-                                       dir.path() + "/first'\n" + "cd '" + root + "' || exit 1\n" + "exec " +
-                                       kSftpServer + " -e -l DEBUG1 2>>'" + dir.path() + "/log'\n");
+  SftpTarget t = FirstOnlyServerTarget(
+      dir, root, silent ? "exec sleep 60" : "echo 'Permission denied (publickey).' >&2; exit 255");
   SftpOptions o;
   o.connections = 3;
   o.more_connections_from = std::chrono::microseconds(1);
@@ -1081,13 +1093,9 @@ TEST_CASE("sftp_env: a spare connection that never comes up is left out, and the
 TEST_CASE("sftp_env: an env let go while a spare connection is still connecting ends at once", "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;
-  const std::string root = dir.path() + "/repo";
-  fs::create_directory(root);
-  const size_t size = (9 << 20) + 1;  // striped: its open ahead waits for the spare
-  WriteFile(root + "/seg", RandomBytes(size, 29));
-  SftpTarget t = ScriptTarget(dir, "if [ -e '" + dir.path() + "/first' ]; then exec sleep 60; fi\n" + "touch '" +
-                                       dir.path() + "/first'\n" + "cd '" + root + "' || exit 1\n" + "exec " +
-                                       kSftpServer + "\n");
+  const std::string root = MakeRoot(dir);
+  WriteRandom(root + "/seg", (9 << 20) + 1, 29);  // striped: its open ahead waits for the spare
+  SftpTarget t = FirstOnlyServerTarget(dir, root, "exec sleep 60");
   SftpOptions o;
   o.connections = 2;
   o.more_connections_from = std::chrono::microseconds(1);

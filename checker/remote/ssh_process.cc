@@ -1,6 +1,7 @@
 #include "checker/remote/ssh_process.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -163,6 +164,17 @@ int ChildProcess::Terminate(std::chrono::milliseconds grace) {
   }
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
+}
+
+void ChildProcess::ReadWhatIsLeft(int fd, const std::function<void(const char*, size_t)>& sink) {
+  char buf[4096];
+  for (;;) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 0) <= 0) return;
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) return;
+    sink(buf, size_t(n));
+  }
 }
 
 std::string ChildProcess::DescribeWaitStatus(int status) {

@@ -19,6 +19,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +58,11 @@ class ChildProcess {
 
   // "exit status N", "killed by signal N" for a wait status.
   static std::string DescribeWaitStatus(int status);
+
+  // Reads what `fd` holds now, without waiting, until it has no more or ends, handing each
+  // piece to `sink`: the rest of a child's stderr once it has ended, whose last lines explain
+  // the end. For the thread that owns the fd's reading (an I/O thread, as it stops).
+  static void ReadWhatIsLeft(int fd, const std::function<void(const char*, size_t)>& sink);
 
  private:
   ChildProcess() = default;
