@@ -35,30 +35,26 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import subprocess
 import sys
 import tempfile
-import time
 import unittest
 from concurrent.futures import ThreadPoolExecutor
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "interop"))
+
+import borg_generations  # noqa: E402
+from borg_generations import run, write  # noqa: E402
 
 PROBE = None
 BORG1 = "borg"
 BORG2 = "borg2"
-PASSPHRASE = "test"
 SCRATCH = None
 GENS = {}  # "borg1" / "b5" -> Generation
 
 
 def prng(label, n):
     return hashlib.shake_256(("archive-interop/" + label).encode()).digest(n)
-
-
-def write(path, data):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as f:
-        f.write(data)
 
 
 def make_tree(root):
@@ -83,16 +79,6 @@ def make_tree(root):
             os.utime(os.path.join(dirpath, n), (1767225600, 1767225600), follow_symlinks=False)
 
 
-def run(cmd, cwd=None, check=True, env=None):
-    t = time.monotonic()
-    p = subprocess.run(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    if os.environ.get("BORGCHECK_TIMING"):  # where the time goes: one line per command
-        print(f"{time.monotonic() - t:6.2f}s {' '.join(cmd[:6])}", file=sys.stderr)
-    if check and p.returncode != 0:
-        raise AssertionError(f"{cmd} failed ({p.returncode}):\n{p.stderr.decode(errors='replace')}")
-    return p
-
-
 def unhex_dump(value):
     """A byte string from `borg debug dump-archive` (prepare_dump_dict): DEL + hex, or text."""
     if value.startswith("\x7f"):
@@ -100,28 +86,17 @@ def unhex_dump(value):
     return value.encode("utf-8", "surrogateescape").hex()
 
 
-class Generation:
-    def __init__(self, name, exe, probe_gen):
-        self.name = name
-        self.exe = exe
-        self.probe_gen = probe_gen
-        self.dir = os.path.join(SCRATCH, name)
-        self.repo = os.path.join(self.dir, "repo")
-        # No BORG_* / XDG_* of the caller's (a developer's BORG_KEYS_DIR, BORG_HOST_ID, ...).
-        clean = {k: v for k, v in os.environ.items() if not k.startswith(("BORG_", "XDG_"))}
-        self.env = dict(clean, BORG_PASSPHRASE=PASSPHRASE, BORG_BASE_DIR=os.path.join(self.dir, "base"),
-                        BORG_UNKNOWN_UNENCRYPTED_REPO_ACCESS_IS_OK="yes",
-                        BORG_RELOCATED_REPO_ACCESS_IS_OK="yes", BORG_DELETE_I_KNOW_WHAT_I_AM_DOING="YES",
-                        BORG_CHECK_I_KNOW_WHAT_I_AM_DOING="YES", TZ="UTC")
-        self.archives = ["a1", "a2", "a3"]
+class Generation(borg_generations.Generation):
+    # borg runs on each damaged copy with a base folder of its own: the copies share the
+    # repository id, and borg 1.x keeps its nonce reservation per id in the base folder, so two
+    # copies checked at once in one folder made `borg check` fail with "nonce space reservation
+    # with mismatched previous state" (it encrypts the all-zero replacement of a missing chunk).
+    PER_COPY_BASE_DIR = True
 
-    def borg(self, repo, words, archive=None, tail=(), cwd=None, check=True):
-        """borg 1.x: `borg WORDS REPO[::ARCHIVE] TAIL`; borg2: `borg2 -r REPO WORDS [ARCHIVE] TAIL`."""
-        if self.name == "borg1":
-            cmd = [self.exe, *words, f"{repo}::{archive}" if archive else repo, *tail]
-        else:
-            cmd = [self.exe, "-r", repo, *words, *([archive] if archive else []), *tail]
-        return run(cmd, cwd=cwd, check=check, env=self.env)
+    def __init__(self, name, exe, probe_gen):
+        super().__init__(name, exe, SCRATCH)
+        self.probe_gen = probe_gen
+        self.archives = ["a1", "a2", "a3"]
 
     def build(self):
         os.makedirs(self.dir)
@@ -165,8 +140,7 @@ class Generation:
 
     def damaged_check(self, label, ids):
         """borg check -v on a copy without `ids`, and the walker without them on the dump."""
-        copy = os.path.join(self.dir, "copy-" + label)
-        shutil.copytree(self.repo, copy, symlinks=True)
+        copy = self.copy(label)
         self.borg(copy, ["debug", "delete-obj"], tail=ids)
         p = self.borg(copy, ["check", "-v"], check=False)
         args = ["--walk"]
@@ -202,8 +176,7 @@ def setUpModule():
 
 
 def tearDownModule():
-    if SCRATCH and not os.environ.get("BORGCHECK_KEEP_SCRATCH"):
-        shutil.rmtree(SCRATCH, ignore_errors=True)
+    borg_generations.remove_scratch(SCRATCH)
 
 
 def item_of(archive_json, path):

@@ -8,7 +8,7 @@
   BORG_HOST_ID, BORG_BASE_DIR or XDG_CACHE_HOME must not leak into a run).
 - Generation, build_generations(), remove_scratch(): one repository per borg generation in a
   scratch folder, built in parallel, for tests that repeat each step with borg 1.x and borg2
-  (archive_pass_test.py, metadata_damage_test.py).
+  (archive_pass_test.py, metadata_damage_test.py, checker/archive/archive_interop_test.py).
 
 Python 3 standard library only. Tests import it after putting tests/interop on sys.path.
 """
