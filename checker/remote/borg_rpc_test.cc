@@ -326,7 +326,7 @@ TEST_CASE("borg 1.2 serve: negotiate, open, len, list, scan, pipelined get, erro
   const auto t0 = Clock::now();
   rpc.Close();
   rpc.Close();  // idempotent
-  CHECK(Clock::now() - t0 < std::chrono::seconds(3));
+  CHECK(Clock::now() - t0 < std::chrono::seconds(10));  // borg serve exits; Close waits 5 s at most
   CHECK_FALSE(rpc.Lost().ok());
   CHECK_FALSE(fs::exists(repo + "/lock.roster"));  // the server released its lock
 }
@@ -398,7 +398,7 @@ TEST_CASE("borg2 2.0.0b5 serve: bytes as bin, info, list, scan(limit, state), ge
   CHECK(rpc.Lost().ok());
   const auto t0 = Clock::now();
   rpc.Close();
-  CHECK(Clock::now() - t0 < std::chrono::seconds(3));
+  CHECK(Clock::now() - t0 < std::chrono::seconds(10));  // borg serve exits; Close waits 5 s at most
 }
 
 TEST_CASE("borg 1.2 serve: a damaged object is an IntegrityError with its segment and offset", "[borg_rpc]") {
@@ -512,7 +512,7 @@ TEST_CASE("a silent server: Connect fails after the timeout", "[borg_rpc]") {
   CHECK(c.status().code() == StatusCode::kIoError);
   CHECK(c.status().message() == "connection to nohost failed: the server sent nothing for 1 s");
   CHECK(took >= std::chrono::milliseconds(900));
-  CHECK(took < std::chrono::seconds(4));
+  CHECK(took < std::chrono::seconds(10));
 }
 
 TEST_CASE("a server that exits at once, or sends what is no reply", "[borg_rpc]") {
@@ -829,7 +829,7 @@ TEST_CASE("a server that answers a later get first: lost after the timeout, not 
   TempDir dir;
   BorgServeTarget t = FakeServerTarget(dir, "out-of-order", "1,2,4,-1");
   t.max_buffered_bytes = 64 * 1024;
-  t.timeout = std::chrono::milliseconds(1'500);
+  t.timeout = std::chrono::seconds(3);  // also Connect's wait for python3 to start and answer
   Result<std::unique_ptr<BorgRpc>> c = BorgRpc::Connect(t);
   REQUIRE(c.ok());
   BorgRpc& rpc = **c;
@@ -839,7 +839,7 @@ TEST_CASE("a server that answers a later get first: lost after the timeout, not 
   Result<RpcReply> r = rpc.Wait(first);  // the second's 200 KB fill the read-ahead: reading pauses
   REQUIRE_FALSE(r.ok());
   CHECK(r.status().message().find("connection to nohost lost: protocol error: the server's replies to later") == 0);
-  CHECK(Clock::now() - t0 < std::chrono::seconds(8));
+  CHECK(Clock::now() - t0 < std::chrono::seconds(15));
   Result<RpcReply> r2 = rpc.Wait(second);  // it had come: still takeable
   CHECK(r2.ok());
 }

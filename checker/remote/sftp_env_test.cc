@@ -455,7 +455,7 @@ TEST_CASE("sftp_env: SftpEnv quotes ssh's stderr when it exits before VERSION", 
                                    "exit 3\n");
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, "repo", {});
-  CHECK(SecondsSince(t0) < 3);
+  CHECK(SecondsSince(t0) < 10);  // at once, not the 60 s timeout (loose: sanitizers on 2 busy cores)
   CHECK(env.status().code() == StatusCode::kIoError);
   CHECK(env.status().message() ==
         "connection to testhost failed: ssh exited with status 3: debug1: noise\\n"
@@ -469,7 +469,7 @@ TEST_CASE("sftp_env: SftpEnv gives up on a server that never answers VERSION", "
   o.timeout = std::chrono::seconds(1);
   const auto t0 = std::chrono::steady_clock::now();
   Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, "repo", o);
-  CHECK(SecondsSince(t0) < 4);
+  CHECK(SecondsSince(t0) < 10);
   CHECK(env.status().code() == StatusCode::kIoError);
   CHECK(env.status().message() == "connection to testhost failed: no answer for 1 s");
 }
@@ -498,7 +498,7 @@ TEST_CASE("sftp_env: SftpEnv refuses garbage and other versions without crashing
     SftpTarget t = ScriptTarget(dir, script);
     const auto t0 = std::chrono::steady_clock::now();
     Result<std::unique_ptr<SftpEnv>> env = SftpEnv::Connect(t, "repo", {});
-    CHECK(SecondsSince(t0) < 4);
+    CHECK(SecondsSince(t0) < 10);
     REQUIRE(!env.ok());
     CHECK(env.status().code() == StatusCode::kIoError);
     INFO(env.status().message());
@@ -535,9 +535,10 @@ TEST_CASE("sftp_env: SftpEnv fails every call, without blocking, once the server
     }
   });
   while (!first_read_done.load() && SecondsSince(t0) < 10) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto killed = std::chrono::steady_clock::now();  // not t0: the first 8 MiB read is not timed
   REQUIRE(::kill(server, SIGKILL) == 0);
   reader.join();
-  CHECK(SecondsSince(t0) < 5);
+  CHECK(SecondsSince(killed) < 10);  // the EOF, not the 20 s timeout
   CHECK(reader_status.code() == StatusCode::kIoError);
   CHECK(StartsWith(reader_status.message(), "connection to testhost lost: ssh closed the connection"));
   CHECK(env->Lost().code() == StatusCode::kIoError);
@@ -560,16 +561,17 @@ TEST_CASE("sftp_env: SftpEnv times out a server that stops answering mid-session
   fs::create_directory(root);
   WriteFile(root + "/f", "hello");
   SftpOptions o;
-  o.timeout = std::chrono::seconds(1);
+  o.timeout = std::chrono::seconds(3);  // also the connection's wait for VERSION: room for a busy machine
   auto env = MustConnect(ServerTarget(dir, root), root, o);
   const pid_t server = pid_t(std::stol(ReadFile(dir.path() + "/pid")));
   REQUIRE(::kill(server, SIGSTOP) == 0);  // alive, silent
   const auto t0 = std::chrono::steady_clock::now();
   Result<io::FileStat> s = env->Stat(root + "/f");
-  CHECK(SecondsSince(t0) < 4);
+  CHECK(SecondsSince(t0) >= 2.9);
+  CHECK(SecondsSince(t0) < 15);
   CHECK(s.status().code() == StatusCode::kIoError);
-  CHECK(s.status().message() == root + "/f: connection to testhost lost: no answer for 1 s");
-  CHECK(env->Lost().message() == "connection to testhost lost: no answer for 1 s");
+  CHECK(s.status().message() == root + "/f: connection to testhost lost: no answer for 3 s");
+  CHECK(env->Lost().message() == "connection to testhost lost: no answer for 3 s");
   ::kill(server, SIGCONT);  // SIGTERM (sent on the loss) is delivered now
 }
 

@@ -221,7 +221,9 @@ class TimeBudget(PartialTestCase):
 
     def test_kill_9_mid_run_then_resume_loses_nothing(self):
         repo = self.copy_repo("borg1/corrupt/mac-repokey")  # segment 2: a MAC failure
-        env = dict(VERIFY, BORGCHECK_TEST_CHECKPOINT_S="0.05", **self.SLOW)
+        # 100 ms per read: after the 8th mark, the 22 segments left take seconds, room for this
+        # poller to kill the run on a busy machine (at 20 ms it had under half a second).
+        env = dict(VERIFY, BORGCHECK_TEST_CHECKPOINT_S="0.05", **dict(self.SLOW, BORGCHECK_TEST_READ_DELAY_US="100000"))
         proc = self.start(["--json", "--progress=always", "--verify-data", "--repository-only", "--max-duration", "1h",
                            "--state-dir", self.state, repo], env=env)
         deadline = time.monotonic() + 60

@@ -28,7 +28,7 @@ import cli_support as cs  # noqa: E402
 from cli_support import (CliTestCase, RunResult, ENTRIES, ENTRY_SIZE, FILLER_ID, SEGMENT_29_SIZE,  # noqa: E402
                          make_long_repo)
 
-STOP_TIMEOUT_S = 5.0  # how long a signalled run may take to exit
+STOP_TIMEOUT_S = 30.0  # how long a signalled run may take to exit: "not minutes", with room for TSan
 # Every repository read sleeps 10 ms first (a test hook): the long run lasts seconds however fast
 # the machine's page cache is (unslowed, a fast machine reads the sparse GiB in 0.2 s: fewer than
 # two progress ticks, or done before the signal arrives).

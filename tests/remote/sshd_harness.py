@@ -258,6 +258,11 @@ class Sshd:
             if self.proc.poll() is not None:
                 self.proc = None
                 return False  # e.g. the port was taken meanwhile ("Address already in use")
+            # Ours, not another process's: sshd says it bound the port before we connect (a port
+            # taken between free_port() and sshd's bind would otherwise answer for it).
+            if "Server listening on 127.0.0.1 port %d." % self.port not in self.log():
+                time.sleep(0.02)
+                continue
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
                 return True
