@@ -41,6 +41,13 @@ void FaultEnv::FailOpen(std::string suffix, StatusCode code, std::string message
   rules_.push_back(std::move(r));
 }
 
+void FaultEnv::FailStat(std::string suffix, StatusCode code, std::string message) {
+  Rule r = MakeRule(Kind::kFailStat, std::move(suffix));
+  r.code = code;
+  r.message = std::move(message);
+  rules_.push_back(std::move(r));
+}
+
 void FaultEnv::FailRead(std::string suffix, int64_t offset) {
   Rule r = MakeRule(Kind::kFailRead, std::move(suffix));
   r.offset = offset;
@@ -134,21 +141,23 @@ Result<std::vector<DirEntry>> FaultEnv::List(const std::string& dir) const {
   return entries;
 }
 
-Result<FileStat> FaultEnv::Stat(const std::string& path) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return LostStatus();
-    if (Vanished(path)) return Status(StatusCode::kNotFound, path + ": No such file or directory");
+Status FaultEnv::StatFault(const std::string& path) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lost_) return LostStatus();
+  if (Vanished(path)) return Status(StatusCode::kNotFound, path + ": No such file or directory");
+  for (const Rule& r : rules_) {
+    if (r.kind == Kind::kFailStat && EndsWith(path, r.suffix)) return Status(r.code, path + ": " + r.message);
   }
+  return Status::Ok();
+}
+
+Result<FileStat> FaultEnv::Stat(const std::string& path) const {
+  if (Status s = StatFault(path); !s.ok()) return s;
   return base_.Stat(path);
 }
 
 Result<FileStat> FaultEnv::Lstat(const std::string& path) const {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (lost_) return LostStatus();
-    if (Vanished(path)) return Status(StatusCode::kNotFound, path + ": No such file or directory");
-  }
+  if (Status s = StatFault(path); !s.ok()) return s;
   return base_.Lstat(path);
 }
 

@@ -38,6 +38,10 @@ class FaultEnv final : public Env {
   // Among the reads of such files that cover byte `offset`, the nth (1-based) returns that byte
   // XOR `mask`; the others are clean. nth = 0: every such read is flipped.
   void FlipOnRead(std::string suffix, uint64_t offset, unsigned nth, uint8_t mask = 0x01);
+  // Stat and Lstat of such paths fail with `code` and "<path>: <message>" (the entry is still
+  // listed and opens: a stat that fails on its own, e.g. EIO, or a server's STAT refused).
+  void FailStat(std::string suffix, StatusCode code = StatusCode::kIoError,
+                std::string message = "Input/output error");
   // After `opens` successful opens of such a file it is gone: Open and Stat say kNotFound and
   // List leaves it out.
   void VanishAfterOpens(std::string suffix, unsigned opens);
@@ -60,7 +64,7 @@ class FaultEnv final : public Env {
   void SetConnections(unsigned n) { connections_ = n; }
 
  private:
-  enum class Kind { kFailOpen, kFailRead, kFailAfter, kLose, kFlip, kVanish };
+  enum class Kind { kFailOpen, kFailStat, kFailRead, kFailAfter, kLose, kFlip, kVanish };
   struct Rule {
     Kind kind = Kind::kFailOpen;
     std::string suffix;
@@ -77,6 +81,7 @@ class FaultEnv final : public Env {
 
   static bool EndsWith(const std::string& s, const std::string& suffix);
   bool Vanished(const std::string& path) const;  // requires mu_
+  Status StatFault(const std::string& path) const;  // Stat's and Lstat's injected failure, or ok
   // Applies the read rules to one read of `path`: kIoError, or flips bytes of dst.
   Status AfterRead(const std::string& path, uint64_t offset, size_t n, uint8_t* dst) const;
 

@@ -204,9 +204,11 @@ Status BorgServeService::ListIds(std::vector<io::ObjectId>& out) {
     if (!AppendIds(r->result, out, n)) {
       return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered list with no id list");
     }
-    if (n < size_t(kListBatch)) return Status::Ok();
-    // A full batch: the next one starts after its last id. The same marker again, or more ids
-    // than a repository holds, is a list that never ends.
+    // Only an empty batch ends the list (as borg's own check loop ends it): a server that
+    // answers with fewer ids than asked for (a cap of its own) is asked again, one round trip
+    // more per run, rather than trusted to have no more. The next batch starts after the last
+    // id. The same marker again, or more ids than a repository holds, is a list that never ends.
+    if (n == 0) return Status::Ok();
     if (marker && *marker == out.back()) {
       return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered list with the same batch again");
     }
@@ -263,7 +265,7 @@ Status BorgServeService::ScanIds(std::vector<io::ObjectId>& out) {
     if (!AppendIds(*ids, out, n)) {
       return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with no id list");
     }
-    if (n == 0 || (!with_state && n < size_t(kListBatch))) return Status::Ok();
+    if (n == 0) return Status::Ok();  // only an empty batch ends the scan (see ListIds)
     if (!with_state) {
       if (marker && *marker == out.back()) {
         return Status(StatusCode::kIoError, "borg serve on " + EscapeText(host_) + " answered scan with the same batch again");

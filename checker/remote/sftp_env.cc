@@ -66,6 +66,7 @@ constexpr size_t kStderrTailBytes = 4096;
 constexpr size_t kSmallRead = 64 * 1024;      // reads below this refill the read-ahead block (SftpFile::ReadAt)
 constexpr size_t kReadAheadBytes = 256 * 1024;
 constexpr size_t kMaxListEntries = 4000000;   // a server that never ends a READDIR loop
+constexpr unsigned kMaxEmptyNameReplies = 1000;  // ... or answers it with empty NAMEs
 constexpr auto kTick = std::chrono::milliseconds(100);
 constexpr auto kKillGrace = std::chrono::seconds(2);
 constexpr auto kStderrAfterEof = std::chrono::milliseconds(500);
@@ -1748,6 +1749,11 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
       return Status(StatusCode::kCorruptMetadata, dir + ": not a directory");
     }
     if (!st.ok() && st.status().code() == StatusCode::kNotFound) return st.status();
+    // A folder that is there but cannot be listed is not an empty one (a caller may take "not
+    // found" for "no entries"), whatever OPENDIR's status said.
+    if (handle.status().code() == StatusCode::kNotFound) {
+      return Status(StatusCode::kIoError, dir + ": the server cannot list this folder (" + ServerMessage(status) + ")");
+    }
     return handle.status();
   }
   // Two READDIRs outstanding: the next is on its way while a reply is handled, so that a
@@ -1758,6 +1764,7 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
   std::vector<io::DirEntry> out;
   std::vector<size_t> to_follow;  // symlinks and entries of unknown type
   Status error;
+  unsigned empty_replies = 0;  // in a row: NAME with no entries (the draft says one or more)
   std::deque<std::unique_ptr<Pending>> outstanding;
   ScopeExit forget([&] {
     for (auto& p : outstanding) c.Forget(p.get());
@@ -1789,6 +1796,12 @@ Result<std::vector<io::DirEntry>> SftpEnv::List(const std::string& dir) const {
       return WithPath(dir, c.lost());
     }
     outstanding.pop_front();  // answered: no longer registered
+    empty_replies = names->empty() ? empty_replies + 1 : 0;
+    if (empty_replies > kMaxEmptyNameReplies) {  // else a server could keep us here for ever
+      error = Status(StatusCode::kIoError, dir + ": the server answered READDIR " +
+                                               std::to_string(empty_replies) + " times in a row with no entries");
+      break;
+    }
     for (sftp::NameEntry& n : *names) {
       if (n.name == "." || n.name == "..") continue;
       io::DirEntry e;

@@ -506,6 +506,57 @@ TEST_CASE("sftp_env: SftpEnv refuses garbage and other versions without crashing
   }
 }
 
+// A fake SFTP server in python3 for the listing misbehaviours the real one never shows:
+// argv[1] "opendir-nosuch" answers OPENDIR with NO_SUCH_FILE for a folder STAT finds;
+// "empty-names" answers every READDIR with a NAME of no entries. Everything is a directory.
+constexpr const char* kFakeSftpServer = R"PY(
+import struct, sys
+inp, out = sys.stdin.buffer, sys.stdout.buffer
+mode = sys.argv[1]
+def rd(n):
+    b = inp.read(n)
+    if len(b) < n: sys.exit(0)
+    return b
+def send(t, body):
+    out.write(struct.pack('>IB', len(body) + 1, t) + body); out.flush()
+def s(b): return struct.pack('>I', len(b)) + b
+DIR_ATTRS = struct.pack('>II', 4, 0o40755)
+while True:
+    n, t = struct.unpack('>IB', rd(5))
+    body = rd(n - 1)
+    if t == 1: send(2, struct.pack('>I', 3)); continue
+    i = struct.unpack('>I', body[:4])[0]
+    arg = body[8:8 + struct.unpack('>I', body[4:8])[0]] if len(body) >= 8 else b''
+    if t == 16: send(104, struct.pack('>II', i, 1) + s(arg) + s(arg) + DIR_ATTRS)
+    elif t in (17, 7): send(105, struct.pack('>I', i) + DIR_ATTRS)
+    elif t == 11 and mode == 'opendir-nosuch': send(101, struct.pack('>II', i, 2) + s(b'') + s(b''))
+    elif t == 11: send(102, struct.pack('>I', i) + s(b'h'))
+    elif t == 12: send(104, struct.pack('>II', i, 0))
+    else: send(101, struct.pack('>II', i, 0) + s(b'') + s(b''))
+)PY";
+
+TEST_CASE("sftp_env: a folder that cannot be listed is an error, not an empty folder, and empty READDIRs end",
+          "[sftp]") {
+  if (!fs::exists("/usr/bin/python3")) return;
+  TempDir dir;
+  WriteFile(dir.path() + "/fake_sftp.py", kFakeSftpServer);
+  SECTION("OPENDIR says no such file, STAT finds a folder") {
+    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' opendir-nosuch\n"),
+                           "/repo", {});
+    Result<std::vector<io::DirEntry>> l = env->List("/repo/packs");
+    CHECK(l.status().code() == StatusCode::kIoError);
+    CHECK(l.status().message() == "/repo/packs: the server cannot list this folder (No such file)");
+  }
+  SECTION("READDIR answered with no entries, again and again") {
+    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' empty-names\n"),
+                           "/repo", {});
+    Result<std::vector<io::DirEntry>> l = env->List("/repo/packs");
+    CHECK(l.status().code() == StatusCode::kIoError);
+    CHECK(l.status().message() == "/repo/packs: the server answered READDIR 1001 times in a row with no entries");
+    CHECK(env->Lost().ok());  // the session goes on
+  }
+}
+
 TEST_CASE("sftp_env: SftpEnv fails every call, without blocking, once the server dies mid-read", "[sftp]") {
   if (!HaveServer()) return;
   TempDir dir;

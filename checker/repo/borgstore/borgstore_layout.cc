@@ -352,7 +352,13 @@ Result<BorgstoreLayout> ReadBorgstoreLayout(const io::Env& env, const std::strin
     for (const io::DirEntry& e : *items) {
       if (e.type != io::EntryType::kRegular || IsStoreTemporary(e.name)) continue;
       Result<uint64_t> size = env.EntrySize(dir + "/" + e.name, e);
-      if (!size.ok()) continue;  // gone since the listing
+      if (!size.ok()) {
+        // Gone since the listing: as if listed a moment later. Any other failure (EIO, a
+        // server's refusal) stops the run: an archive left out here would never be walked,
+        // and nothing would say so.
+        if (size.status().code() == StatusCode::kNotFound) continue;
+        return size.status();
+      }
       out.push_back({e.name, dir + "/" + e.name, *size});
     }
     return Status::Ok();

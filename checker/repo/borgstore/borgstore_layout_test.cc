@@ -16,6 +16,7 @@
 
 #include "checker/repo/borgstore/borgstore_index.h"
 #include "checker/io/env.h"
+#include "checker/io/fault_env.h"
 
 namespace borgcheck::repo {
 namespace {
@@ -243,6 +244,29 @@ TEST_CASE("borgstore: layout problems are findings, live locks refuse", "[borgst
     REQUIRE(l->findings.size() == 2);
     CHECK(l->findings[0].location == "packs/ab/cd" + std::string(62, '0'));
     CHECK(l->findings[1].location == "packs/ab/notapack");
+  }
+  SECTION("a listed entry whose size cannot be read stops the layout; one gone since the listing is left out") {
+    // Regression: archives/, index/ and keys/ dropped an entry on any stat error, so an
+    // archive that could not be stat'ed was never walked and nothing said so.
+    const std::string archive = "archives/522d7daa9ff64b863352623e4e25a185ccf217c6097cdb0e27c90d4a2a4efc64";
+    const std::string fragment = "index/02687a0c2a816516a239129cb3046130a294f9007343f72765dc63ea52df0d1c";
+    Result<BorgstoreLayout> clean = ReadBorgstoreLayout(io::Env::Default(), r, {});
+    REQUIRE(clean.ok());
+    REQUIRE(clean->archives.size() == 5);
+    REQUIRE(clean->index_fragments.size() == 6);
+    for (const std::string& item : {archive, fragment}) {
+      INFO(item);
+      io::FaultEnv env;
+      env.FailStat(item);
+      Result<BorgstoreLayout> l = ReadBorgstoreLayout(env, r, {});
+      CHECK(l.status().code() == StatusCode::kIoError);
+      CHECK(l.status().message() == r + "/" + item + ": Input/output error");
+    }
+    io::FaultEnv gone;
+    gone.FailStat(archive, StatusCode::kNotFound, "No such file or directory");
+    Result<BorgstoreLayout> l = ReadBorgstoreLayout(gone, r, {});
+    REQUIRE(l.ok());
+    CHECK(l->archives.size() == 4);
   }
   // Lock owners are judged against this host's borg host id; BORG_HOST_ID sets it, as for borg.
   const char* saved_host_id = std::getenv("BORG_HOST_ID");
