@@ -506,9 +506,12 @@ TEST_CASE("sftp_env: SftpEnv refuses garbage and other versions without crashing
   }
 }
 
-// A fake SFTP server in python3 for the listing misbehaviours the real one never shows:
-// argv[1] "opendir-nosuch" answers OPENDIR with NO_SUCH_FILE for a folder STAT finds;
-// "empty-names" answers every READDIR with a NAME of no entries. Everything is a directory.
+// A fake SFTP server in python3 for what the real one never does. Every path is a folder except
+// ".../f", a file of 600,000 bytes (byte i is (i * 7 + i // 251) % 256). argv[1]:
+// "opendir-nosuch" answers OPENDIR with NO_SUCH_FILE for a folder STAT finds; "empty-names"
+// answers every READDIR with a NAME of no entries; "short-reads" answers a READ with at most
+// 1,000 bytes (the draft allows fewer than asked); "early-eof" answers a READ from 300,000 on
+// with EOF, though STAT and FSTAT say 600,000.
 constexpr const char* kFakeSftpServer = R"PY(
 import struct, sys
 inp, out = sys.stdin.buffer, sys.stdout.buffer
@@ -521,6 +524,9 @@ def send(t, body):
     out.write(struct.pack('>IB', len(body) + 1, t) + body); out.flush()
 def s(b): return struct.pack('>I', len(b)) + b
 DIR_ATTRS = struct.pack('>II', 4, 0o40755)
+SIZE = 600000
+FILE_ATTRS = struct.pack('>IQI', 5, SIZE, 0o100644)
+DATA = bytes((i * 7 + i // 251) % 256 for i in range(SIZE))
 while True:
     n, t = struct.unpack('>IB', rd(5))
     body = rd(n - 1)
@@ -528,7 +534,17 @@ while True:
     i = struct.unpack('>I', body[:4])[0]
     arg = body[8:8 + struct.unpack('>I', body[4:8])[0]] if len(body) >= 8 else b''
     if t == 16: send(104, struct.pack('>II', i, 1) + s(arg) + s(arg) + DIR_ATTRS)
-    elif t in (17, 7): send(105, struct.pack('>I', i) + DIR_ATTRS)
+    elif t in (17, 7): send(105, struct.pack('>I', i) + (FILE_ATTRS if arg.endswith(b'/f') else DIR_ATTRS))
+    elif t == 3: send(102, struct.pack('>I', i) + s(b'f'))
+    elif t == 8: send(105, struct.pack('>I', i) + FILE_ATTRS)
+    elif t == 5:
+        off, want = struct.unpack('>QI', body[9:21])
+        end = min(SIZE, off + want, off + 1000 if mode == 'short-reads' else SIZE)
+        if off >= SIZE or (mode == 'early-eof' and off >= SIZE // 2):
+            send(101, struct.pack('>II', i, 1) + s(b'') + s(b''))
+        else:
+            end = min(end, SIZE // 2) if mode == 'early-eof' else end
+            send(103, struct.pack('>I', i) + s(DATA[off:end]))
     elif t == 11 and mode == 'opendir-nosuch': send(101, struct.pack('>II', i, 2) + s(b'') + s(b''))
     elif t == 11: send(102, struct.pack('>I', i) + s(b'h'))
     elif t == 12: send(104, struct.pack('>II', i, 0))
@@ -554,6 +570,45 @@ TEST_CASE("sftp_env: a folder that cannot be listed is an error, not an empty fo
     CHECK(l.status().code() == StatusCode::kIoError);
     CHECK(l.status().message() == "/repo/packs: the server answered READDIR 1001 times in a row with no entries");
     CHECK(env->Lost().ok());  // the session goes on
+  }
+}
+
+TEST_CASE("sftp_env: short DATA replies are asked for again, an EOF before the size is a read error", "[sftp]") {
+  if (!fs::exists("/usr/bin/python3")) return;
+  TempDir dir;
+  WriteFile(dir.path() + "/fake_sftp.py", kFakeSftpServer);
+  std::string expected(600000, '\0');
+  for (size_t i = 0; i < expected.size(); ++i) expected[i] = char((i * 7 + i / 251) % 256);
+  const std::pair<uint64_t, size_t> ranges[] = {{0, 600000}, {0, 1000}, {123457, 300001}, {599999, 1}};
+  SECTION("at most 1,000 bytes a reply") {
+    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' short-reads\n"),
+                           "/repo", {});
+    Result<std::unique_ptr<io::File>> f = env->Open("/repo/f");
+    REQUIRE(f.ok());
+    CHECK((*f)->size() == 600000);
+    for (const auto& [offset, n] : ranges) {
+      INFO(offset << " + " << n);
+      std::string got(n, '\0');
+      REQUIRE((*f)->ReadAt(offset, n, reinterpret_cast<uint8_t*>(got.data())).ok());
+      CHECK(got == expected.substr(offset, n));
+    }
+  }
+  SECTION("EOF at 300,000 of 600,000") {
+    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' early-eof\n"),
+                           "/repo", {});
+    Result<std::unique_ptr<io::File>> f = env->Open("/repo/f");
+    REQUIRE(f.ok());
+    for (const auto& [offset, n] : ranges) {
+      INFO(offset << " + " << n);
+      std::string got(n, '\0');
+      const Status st = (*f)->ReadAt(offset, n, reinterpret_cast<uint8_t*>(got.data()));
+      if (offset + n <= 300000) {
+        CHECK(st.ok());
+        CHECK(got == expected.substr(offset, n));
+      } else {
+        CHECK(st.code() == StatusCode::kIoError);  // never the bytes it has, never zeros
+      }
+    }
   }
 }
 
