@@ -385,6 +385,13 @@ Result<uint64_t> Env::EntrySize(const std::string& path, const DirEntry& e) cons
   return st->size;
 }
 
+Result<std::optional<uint64_t>> Env::SizeUnlessGone(const std::string& path, const DirEntry& e) const {
+  Result<uint64_t> size = EntrySize(path, e);
+  if (size.ok()) return std::optional<uint64_t>(*size);
+  if (size.status().code() == StatusCode::kNotFound) return std::optional<uint64_t>();
+  return size.status();
+}
+
 Result<std::string> Env::ReadWholeFile(const std::string& path, uint64_t max_size) const {
   Result<std::unique_ptr<File>> f = Open(path);
   if (!f.ok()) return f.status();

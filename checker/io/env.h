@@ -124,6 +124,10 @@ class Env {
   // The size of the entry `e` that List(dir) gave, at `path` (dir + "/" + e.name): the
   // listing's where it says it, else Stat's (its errors: kNotFound when it is gone since).
   Result<uint64_t> EntrySize(const std::string& path, const DirEntry& e) const;
+  // EntrySize for a walk that takes an entry gone since the listing as never listed: nullopt
+  // then. Any other error (EIO, a server's refusal) is the walk's to stop on: an entry left out
+  // for it would go unchecked, and nothing would say so.
+  Result<std::optional<uint64_t>> SizeUnlessGone(const std::string& path, const DirEntry& e) const;
 
   // The real, read-only file system. Pages read stay in the page cache (the kernel's default).
   static const Env& Default();

@@ -506,6 +506,8 @@ TEST_CASE("sftp_env: SftpEnv refuses garbage and other versions without crashing
   }
 }
 
+namespace {
+
 // A fake SFTP server in python3 for what the real one never does. Every path is a folder except
 // ".../f", a file of 600,000 bytes (byte i is (i * 7 + i // 251) % 256). argv[1]:
 // "opendir-nosuch" answers OPENDIR with NO_SUCH_FILE for a folder STAT finds; "empty-names"
@@ -551,21 +553,26 @@ while True:
     else: send(101, struct.pack('>II', i, 0) + s(b'') + s(b''))
 )PY";
 
+// An env connected to kFakeSftpServer in `mode`, at /repo.
+std::unique_ptr<SftpEnv> FakeServerEnv(const TempDir& dir, const std::string& mode) {
+  WriteFile(dir.path() + "/fake_sftp.py", kFakeSftpServer);
+  return MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' " + mode + "\n"), "/repo", {});
+}
+
+}  // namespace
+
 TEST_CASE("sftp_env: a folder that cannot be listed is an error, not an empty folder, and empty READDIRs end",
           "[sftp]") {
   if (!fs::exists("/usr/bin/python3")) return;
   TempDir dir;
-  WriteFile(dir.path() + "/fake_sftp.py", kFakeSftpServer);
   SECTION("OPENDIR says no such file, STAT finds a folder") {
-    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' opendir-nosuch\n"),
-                           "/repo", {});
+    auto env = FakeServerEnv(dir, "opendir-nosuch");
     Result<std::vector<io::DirEntry>> l = env->List("/repo/packs");
     CHECK(l.status().code() == StatusCode::kIoError);
     CHECK(l.status().message() == "/repo/packs: the server cannot list this folder (No such file)");
   }
   SECTION("READDIR answered with no entries, again and again") {
-    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' empty-names\n"),
-                           "/repo", {});
+    auto env = FakeServerEnv(dir, "empty-names");
     Result<std::vector<io::DirEntry>> l = env->List("/repo/packs");
     CHECK(l.status().code() == StatusCode::kIoError);
     CHECK(l.status().message() == "/repo/packs: the server answered READDIR 1001 times in a row with no entries");
@@ -576,13 +583,11 @@ TEST_CASE("sftp_env: a folder that cannot be listed is an error, not an empty fo
 TEST_CASE("sftp_env: short DATA replies are asked for again, an EOF before the size is a read error", "[sftp]") {
   if (!fs::exists("/usr/bin/python3")) return;
   TempDir dir;
-  WriteFile(dir.path() + "/fake_sftp.py", kFakeSftpServer);
   std::string expected(600000, '\0');
   for (size_t i = 0; i < expected.size(); ++i) expected[i] = char((i * 7 + i / 251) % 256);
   const std::pair<uint64_t, size_t> ranges[] = {{0, 600000}, {0, 1000}, {123457, 300001}, {599999, 1}};
   SECTION("at most 1,000 bytes a reply") {
-    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' short-reads\n"),
-                           "/repo", {});
+    auto env = FakeServerEnv(dir, "short-reads");
     Result<std::unique_ptr<io::File>> f = env->Open("/repo/f");
     REQUIRE(f.ok());
     CHECK((*f)->size() == 600000);
@@ -594,8 +599,7 @@ TEST_CASE("sftp_env: short DATA replies are asked for again, an EOF before the s
     }
   }
   SECTION("EOF at 300,000 of 600,000") {
-    auto env = MustConnect(ScriptTarget(dir, "exec python3 '" + dir.path() + "/fake_sftp.py' early-eof\n"),
-                           "/repo", {});
+    auto env = FakeServerEnv(dir, "early-eof");
     Result<std::unique_ptr<io::File>> f = env->Open("/repo/f");
     REQUIRE(f.ok());
     for (const auto& [offset, n] : ranges) {

@@ -332,12 +332,10 @@ Result<BorgstoreLayout> ReadBorgstoreLayout(const io::Env& env, const std::strin
       }
       p.name = name;
       p.path = root + "/" + item;
-      Result<uint64_t> size = env.EntrySize(p.path, f);
-      if (!size.ok()) {
-        if (size.status().code() == StatusCode::kNotFound) continue;  // gone since the listing
-        return size.status();
-      }
-      p.size = *size;
+      Result<std::optional<uint64_t>> size = env.SizeUnlessGone(p.path, f);
+      if (!size.ok()) return size.status();
+      if (!*size) continue;
+      p.size = **size;
       layout.pack_bytes += p.size;
       layout.packs.push_back(std::move(p));
     }
@@ -351,15 +349,10 @@ Result<BorgstoreLayout> ReadBorgstoreLayout(const io::Env& env, const std::strin
     if (!items.ok()) return items.status();
     for (const io::DirEntry& e : *items) {
       if (e.type != io::EntryType::kRegular || IsStoreTemporary(e.name)) continue;
-      Result<uint64_t> size = env.EntrySize(dir + "/" + e.name, e);
-      if (!size.ok()) {
-        // Gone since the listing: as if listed a moment later. Any other failure (EIO, a
-        // server's refusal) stops the run: an archive left out here would never be walked,
-        // and nothing would say so.
-        if (size.status().code() == StatusCode::kNotFound) continue;
-        return size.status();
-      }
-      out.push_back({e.name, dir + "/" + e.name, *size});
+      Result<std::optional<uint64_t>> size = env.SizeUnlessGone(dir + "/" + e.name, e);
+      if (!size.ok()) return size.status();  // an archive left out here would never be walked
+      if (!*size) continue;
+      out.push_back({e.name, dir + "/" + e.name, **size});
     }
     return Status::Ok();
   };

@@ -59,12 +59,10 @@ Result<std::vector<SegmentFile>> ListSegmentFiles(const io::Env& env, const std:
         if (odd) odd->emplace_back(s, path);
         continue;
       }
-      Result<uint64_t> size = env.EntrySize(path, f);
-      if (!size.ok()) {
-        if (size.status().code() == StatusCode::kNotFound) continue;  // gone since the listing
-        return size.status();
-      }
-      out.push_back({s, path, *size});
+      Result<std::optional<uint64_t>> size = env.SizeUnlessGone(path, f);
+      if (!size.ok()) return size.status();
+      if (!*size) continue;
+      out.push_back({s, path, **size});
     }
   }
   std::sort(out.begin(), out.end(), [](const SegmentFile& a, const SegmentFile& b) { return a.number < b.number; });
